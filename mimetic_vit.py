@@ -515,27 +515,27 @@ def weight_products(model):
     return qk, vo
 
 
-def save_figures(model, images, folder, clip=64, zoom=4):
-    """Write qk.png (rows: layers, columns: heads), vo.png (one panel a layer) and attention.png."""
+def save_figures(model, images, folder, clip=64, zoom=2):
+    """Write qk.png (Fig. 1 layout: columns are layers, rows are heads), vo.png (one panel a layer) and
+    attention.png (Fig. 2: each layer's attention averaged over heads and `images`, one panel a layer).
+    Weight panels are the top-left clip x clip corner with a symmetric diverging scale (blue < 0 < red)."""
     import torchvision.utils as vutils
     os.makedirs(folder, exist_ok=True)
 
-    def panels(mats):  # (n, d, d) -> (n, 3, zoom*clip, zoom*clip) with a symmetric diverging scale each
+    def panels(mats):  # (n, d, d) -> (n, 3, zoom*clip, zoom*clip), each scaled by its own max |value|
         m = mats[:, :clip, :clip]
         m = m / m.abs().amax(dim=(1, 2), keepdim=True).clamp(min=1e-12)
         rgb = colorize((m + 1) / 2, DIVERGING)
         return rgb.repeat_interleave(zoom, -1).repeat_interleave(zoom, -2)
 
     qk, vo = weight_products(model)
-    heads = qk[0].shape[0]
     paths = [os.path.join(folder, f) for f in ("qk.png", "vo.png", "attention.png")]
-    vutils.save_image(panels(torch.cat(qk)), paths[0], nrow=heads, padding=2, pad_value=1.0)
-    vutils.save_image(panels(torch.stack(vo)), paths[1], nrow=min(6, len(vo)), padding=2, pad_value=1.0)
+    by_head = rearrange(torch.stack(qk), "layer head i j -> (head layer) i j")
+    vutils.save_image(panels(by_head), paths[0], nrow=len(qk), padding=2, pad_value=1.0)
+    vutils.save_image(panels(torch.stack(vo)), paths[1], nrow=len(vo), padding=2, pad_value=1.0)
     maps = model.attention_maps(images).float().cpu()  # (depth, N, N)
     maps = maps / maps.amax(dim=(1, 2), keepdim=True)
-    z = max(1, 256 // maps.shape[-1])
-    att = colorize(maps, SEQUENTIAL).repeat_interleave(z, -1).repeat_interleave(z, -2)
-    vutils.save_image(att, paths[2], nrow=min(6, len(maps)), padding=2, pad_value=1.0)
+    vutils.save_image(colorize(maps, SEQUENTIAL), paths[2], nrow=min(6, len(maps)), padding=2, pad_value=1.0)
     return paths
 
 

@@ -605,7 +605,11 @@ def build_model(cfg, dev):
 def hardware(dev):
     if dev.type == "cuda":
         return f"{torch.cuda.get_device_name(dev)}, torch {torch.__version__}"
-    return f"CPU {platform.processor() or platform.machine()} x{os.cpu_count()}, torch {torch.__version__}"
+    name = platform.processor() or platform.machine()
+    if os.path.exists("/proc/cpuinfo"):
+        with open("/proc/cpuinfo") as f:
+            name = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), name)
+    return f"CPU {name} x{os.cpu_count()} threads {torch.get_num_threads()}, torch {torch.__version__}"
 
 
 def train_flops_per_image(c):
@@ -692,8 +696,9 @@ def main(argv=None):
         print("wrote " + ", ".join(paths))
         return paths
 
-    decay = [p for p in model.parameters() if p.dim() >= 2 and p is not model.pos_embed]
-    no_decay = [p for p in model.parameters() if not (p.dim() >= 2 and p is not model.pos_embed)]
+    named = list(model.named_parameters())  # decay matrices only (our choice, as nanoGPT)
+    decay = [p for n, p in named if p.dim() >= 2 and n not in ("pos_embed", "cls_token")]
+    no_decay = [p for n, p in named if not (p.dim() >= 2 and n not in ("pos_embed", "cls_token"))]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
                              {"params": no_decay, "weight_decay": 0.0}], lr=cfg.lr, betas=(0.9, 0.999),
                             fused=dev.type == "cuda")

@@ -665,7 +665,7 @@ def main(argv=None):
     cfg = parse_config(sys.argv[1:] if argv is None else argv)
     dev = torch.device(cfg.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     if dev.type == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.set_float32_matmul_precision("high")  # TF32 for any fp32 matmul left outside autocast
         torch.backends.cudnn.allow_tf32 = True
     amp = torch.autocast("cuda", dtype=torch.bfloat16) if dev.type == "cuda" else nullcontext()
     print("config: " + " ".join(f"{k}={v}" for k, v in vars(cfg).items()))

@@ -248,8 +248,11 @@ def test_load_dataset_reads_official_layout(tmp_path):
     assert ty[20:40].tolist() == raw["labels"]
 
 
-def test_missing_data_without_network_fails_fast(tmp_path):
+def test_missing_data_without_network_fails_fast(tmp_path, monkeypatch):
     t0 = time.perf_counter()
+    assert not mv._online("https://host.invalid/cifar-10-python.tar.gz", timeout=5)  # .invalid never resolves
+    assert time.perf_counter() - t0 < 10
+    monkeypatch.setattr(mv, "_online", lambda url, timeout=5.0: False)  # as on a machine without network
     with pytest.raises(SystemExit, match="cifar-10-batches-py/ lacks data_batch_1.*--data_dir"):
         mv.load_dataset("cifar10", str(tmp_path))
     assert time.perf_counter() - t0 < 20

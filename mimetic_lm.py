@@ -62,8 +62,9 @@ word_dropout = 0.0        # Sec. 7 "word-level embedding dropout" (whole embeddi
                           # p of dropping a word's vector for a whole batch (Merity et al. 2018; our choice)
 # init (Sec. 7: a1 = 0, b1 = 0.5, a2 = b2 = 0.2, chosen on char-level PTB and kept for the word tasks)
 init = "mimetic"          # mimetic | default | qk | vo  (the ablations of Table 2, as in mimetic_vit.py)
-alpha1 = 0.0              # a1: noise weight in W_Q W_K^T ~ a1 Z1 + b1 I (eq 1). With a1 = 0 the SVD is
-                          # degenerate; we keep eqs 5-7 literally (see the comment in mimetic_init_'s caller)
+alpha1 = 0.0              # a1: noise weight in W_Q W_K^T ~ a1 Z1 + b1 I (eq 1). a1 = 0 makes the SVD of b1 I
+                          # degenerate; we keep eqs 5-7 literally: every head gets W_Q = W_K = sqrt(b1) I[:, :k]
+                          # (why: init_attention_'s docstring; tested by test_init_a1_zero_is_literal_eqs_5_to_7)
 beta1 = 0.5               # b1: identity weight in eq 1
 alpha2 = 0.2              # a2: noise weight in W_V W_proj ~ a2 Z2 - b2 I (eq 2)
 beta2 = 0.2               # b2: identity weight in eq 2
@@ -73,8 +74,8 @@ dataset = "ptb_char"      # ptb_char | ptb_word | wikitext2 | wikitext103 (Table
 data_dir = "data"         # holds ptb/, wikitext-2/, wikitext-103/ with the standard files, or receives them
 train_subset = 0          # use only the first N training tokens (0 = all; smoke runs and tests)
 seq_len = 400             # training context and evaluation window (Bai et al. 2018 char: 400, word: 80)
-eval_stride = 320         # evaluation scores this many new tokens per window, each with at least
-                          # seq_len - eval_stride tokens of context (Bai et al. "validseqlen": char 320, word 40)
+eval_stride = 320         # evaluation scores this many new tokens per window (at most seq_len), each with at
+                          # least seq_len - eval_stride tokens of context (Bai et al. "validseqlen": char 320, word 40)
 # optimisation (Sec. 7: "training setup identical to Bai et al. (2018)": 100 epochs, lr reduced on plateau)
 epochs = 100
 batch_size = 32           # sequences per step, over all processes (Bai et al. 2018 char: 32, word: 16)
@@ -459,11 +460,11 @@ def load_dataset(name, root):
             return saved["vocab"], saved["ids"]
     missing = [os.path.basename(p) for p, s in zip(paths, stamp) if s is None]
     if missing:
-        url = URLS[folder]
+        url, files = URLS[folder], ", ".join(pattern.format(s) for s in SPLITS)
         if not _online(url):
             raise SystemExit(
                 f"error: {name} not found: {base}/ lacks {', '.join(missing)}, and the download host "
-                f"({urlparse(url).hostname}) cannot be reached (no network?). Put {', '.join(pattern.format(s) for s in SPLITS)} "
+                f"({urlparse(url).hostname}) cannot be reached (no network?). Put {files} "
                 f"into {base}/, or pass --data_dir=<folder that holds {folder}/>. Without internet, README.md "
                 f"shows how to make a local copy.")
         _download(folder, base)
@@ -479,13 +480,13 @@ def load_dataset(name, root):
     return vocab, ids
 
 
+# -----------------------------------------------------------------------------------------------
+# evaluation
+
 def metric(loss, level):
     """Mean next-token loss in nats -> ("bpc", loss / ln 2) for characters, ("ppl", exp(loss)) for words."""
     return ("bpc", loss / math.log(2)) if level == "char" else ("ppl", math.exp(min(loss, 700.0)))
 
-
-# -----------------------------------------------------------------------------------------------
-# evaluation
 
 @torch.no_grad()
 def evaluate(model, data, seq_len, stride, batch, amp, rank=0, world=1):
@@ -551,27 +552,27 @@ def weight_products(model):
     return qk, vo
 
 
-def save_figures(model, tokens, folder, clip=64, zoom=4):
-    """Write qk.png (rows: layers, columns: heads), vo.png (one panel a layer) and attention.png."""
+def save_figures(model, tokens, folder, clip=64, zoom=2):
+    """Write qk.png (Fig. 1 layout: columns are layers, rows are heads), vo.png (one panel a layer) and
+    attention.png (each layer's causal attention averaged over heads and `tokens`, one panel a layer).
+    Weight panels are the top-left clip x clip corner with a symmetric diverging scale (blue < 0 < red)."""
     import torchvision.utils as vutils
     os.makedirs(folder, exist_ok=True)
 
-    def panels(mats):  # (n, d, d) -> (n, 3, zoom*clip, zoom*clip) with a symmetric diverging scale each
+    def panels(mats):  # (n, d, d) -> (n, 3, zoom*clip, zoom*clip), each scaled by its own max |value|
         m = mats[:, :clip, :clip]
         m = m / m.abs().amax(dim=(1, 2), keepdim=True).clamp(min=1e-12)
         rgb = colorize((m + 1) / 2, DIVERGING)
         return rgb.repeat_interleave(zoom, -1).repeat_interleave(zoom, -2)
 
     qk, vo = weight_products(model)
-    heads = qk[0].shape[0]
     paths = [os.path.join(folder, f) for f in ("qk.png", "vo.png", "attention.png")]
-    vutils.save_image(panels(torch.cat(qk)), paths[0], nrow=heads, padding=2, pad_value=1.0)
-    vutils.save_image(panels(torch.stack(vo)), paths[1], nrow=min(6, len(vo)), padding=2, pad_value=1.0)
+    by_head = rearrange(torch.stack(qk), "layer head i j -> (head layer) i j")
+    vutils.save_image(panels(by_head), paths[0], nrow=len(qk), padding=2, pad_value=1.0)
+    vutils.save_image(panels(torch.stack(vo)), paths[1], nrow=len(vo), padding=2, pad_value=1.0)
     maps = model.attention_maps(tokens).float().cpu()  # (depth, T, T), causal: zero above the diagonal
     maps = maps / maps.amax(dim=(1, 2), keepdim=True)
-    z = max(1, 256 // maps.shape[-1])
-    att = colorize(maps, SEQUENTIAL).repeat_interleave(z, -1).repeat_interleave(z, -2)
-    vutils.save_image(att, paths[2], nrow=min(6, len(maps)), padding=2, pad_value=1.0)
+    vutils.save_image(colorize(maps, SEQUENTIAL), paths[2], nrow=min(6, len(maps)), padding=2, pad_value=1.0)
     return paths
 
 
@@ -604,8 +605,9 @@ def parse_config(argv):
         raise ValueError(f"unknown dataset {cfg['dataset']!r}: use one of {', '.join(DATASETS)}")
     cfg.update({k: v for k, v in PRESETS[cfg["dataset"]].items() if k not in given})
     cfg = SimpleNamespace(**cfg)
-    if not 0 < cfg.eval_stride <= cfg.seq_len:
-        raise ValueError(f"--eval_stride={cfg.eval_stride} must be in 1..seq_len ({cfg.seq_len})")
+    if cfg.eval_stride < 1 or cfg.seq_len < 1:
+        raise ValueError(f"--seq_len={cfg.seq_len} and --eval_stride={cfg.eval_stride} must be positive")
+    cfg.eval_stride = min(cfg.eval_stride, cfg.seq_len)
     if not cfg.out_dir:
         cfg.out_dir = os.path.join("out", f"lm-{cfg.dataset}-{cfg.init}-seed{cfg.seed}")
     return cfg
@@ -648,7 +650,11 @@ def build_model(cfg, dev, vocab_size):
 def hardware(dev):
     if dev.type == "cuda":
         return f"{torch.cuda.get_device_name(dev)}, torch {torch.__version__}"
-    return f"CPU {platform.processor() or platform.machine()} x{os.cpu_count()}, torch {torch.__version__}"
+    name = platform.processor() or platform.machine()
+    if os.path.exists("/proc/cpuinfo"):
+        with open("/proc/cpuinfo") as f:
+            name = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), name)
+    return f"CPU {name} x{os.cpu_count()} threads {torch.get_num_threads()}, torch {torch.__version__}"
 
 
 def train_flops_per_token(c):
@@ -714,7 +720,7 @@ def main(argv=None):
         dev = torch.device("cuda", local_rank)
         torch.cuda.set_device(dev)
     if dev.type == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.set_float32_matmul_precision("high")  # TF32 for any fp32 matmul left outside autocast
         torch.backends.cudnn.allow_tf32 = True
     amp = torch.autocast("cuda", dtype=torch.bfloat16) if dev.type == "cuda" else nullcontext()
     if cfg.batch_size % world != 0:
@@ -751,7 +757,8 @@ def main(argv=None):
     if cfg.plot:
         n = min(cfg.seq_len, 128, len(ids["valid"]) // 8)  # 8 windows of validation text
         tokens = ids["valid"][:8 * n].long().view(8, n).to(dev)
-        paths = save_figures(model.eval(), tokens, os.path.join(cfg.out_dir, "figures" if cfg.resume else "figures-init"))
+        folder = os.path.join(cfg.out_dir, "figures" if cfg.resume else "figures-init")
+        paths = save_figures(model.eval(), tokens, folder)
         log("wrote " + ", ".join(paths))
         return paths
 
@@ -765,6 +772,7 @@ def main(argv=None):
                          f"batch_size {B}: lower --batch_size or --seq_len")
     total_steps = cfg.epochs * steps_per_epoch
 
+    # weight decay on matrices only (our choice, as nanoGPT); parameters() lists the tied embedding once
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
@@ -841,7 +849,8 @@ def main(argv=None):
             stop_on_nan(step, epoch, ckpt_path)
         val_loss = evaluate(model, ids["valid"], L, cfg.eval_stride, cfg.eval_batch_size, amp, rank, world)
         # plateau rule of Bai et al. 2018 (TCN char_cnn / word_cnn): compare with the previous epochs
-        if epoch > cfg.plateau_after and val_loss > max(h["val_loss"] for h in history[-cfg.plateau_window:]):
+        recent = [h["val_loss"] for h in history[-cfg.plateau_window:]]
+        if epoch > cfg.plateau_after and recent and val_loss > max(recent):
             lr_scale *= cfg.lr_decay
         t_log = time.perf_counter()  # evaluation is not counted in training tok/s
         elapsed_now = elapsed + time.perf_counter() - t_start
@@ -898,6 +907,8 @@ def main(argv=None):
     if rank == 0:
         with open(os.path.join(cfg.out_dir, "results.json"), "w") as f:
             json.dump(results, f, indent=1)
+    if world > 1:
+        dist.barrier()  # no rank leaves the process group while another still uses it (gloo aborts then)
     log(f"best epoch {best_epoch} | val {name} {results[f'val_{name}']:.3f} | test {name} "
         f"{results[f'test_{name}']:.3f} | wrote {os.path.join(cfg.out_dir, 'results.json')}")
     return results
@@ -919,8 +930,10 @@ def run_sample(cfg, model, vocab, level, best_path, dev):
     start = [index[p] for p in pieces or (list("<eos>") if level == "char" else ["<eos>"])]
     out = model.eval().generate(torch.tensor([start], device=dev), cfg.sample, cfg.temperature,
                                 torch.Generator().manual_seed(cfg.seed))[0].tolist()
-    words = [vocab[i] for i in out]
-    text = "".join(words).replace("<eos>", "\n") if level == "char" else " ".join(words).replace(" <eos> ", "\n")
+    if level == "char":
+        text = "".join(vocab[i] for i in out).replace("<eos>", "\n")
+    else:  # words joined by spaces, "<eos>" as a line break
+        text = " ".join(vocab[i] for i in out).replace(" <eos> ", "\n").replace("<eos> ", "\n").replace(" <eos>", "\n")
     print(text)
     return text
 
@@ -928,7 +941,7 @@ def run_sample(cfg, model, vocab, level, best_path, dev):
 def stop_on_nan(step, epoch, ckpt_path):
     kept = f"the last good checkpoint ({ckpt_path}) is kept" if os.path.exists(ckpt_path) else "no checkpoint yet"
     raise SystemExit(f"error: the training loss is not finite at step {step} (epoch {epoch}); stopping. "
-                     f"{kept}. Try a lower --lr or --grad_clip=1.")
+                     f"{kept}. Try a lower --lr (with --grad_clip > 0) in a new --out_dir.")
 
 
 if __name__ == "__main__":

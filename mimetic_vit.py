@@ -799,7 +799,7 @@ def main(argv=None):
 def stop_on_nan(step, epoch, ckpt_path):
     kept = f"the last good checkpoint ({ckpt_path}) is kept" if os.path.exists(ckpt_path) else "no checkpoint yet"
     raise SystemExit(f"error: the training loss is not finite at step {step} (epoch {epoch}); stopping. "
-                     f"{kept}. Try a lower --lr or --grad_clip=1.")
+                     f"{kept}. Try a lower --lr (with --grad_clip > 0) in a new --out_dir.")
 
 
 if __name__ == "__main__":

@@ -22,7 +22,11 @@ Other modes:
     python mimetic_lm.py --benchmark=True            # tok/s of forward+backward+step, synthetic input
     python mimetic_lm.py --plot=True                 # PNG figures of W_Q W_K^T, W_V W_proj, attention
     python mimetic_lm.py --sample=300 --out_dir=...  # text sampled from that run's best weights
-Expected results and their logs: README.md (every number there links to a results file).
+Expected results (README.md links every number to its results file and log):
+  - paper, Table 6 (default init -> mimetic): char PTB 1.233 -> 1.210 bpc, word PTB 84.84 -> 82.34 ppl,
+    WikiText-103 28.87 -> 28.21 ppl; ours on a GPU: not yet measured.
+  - ours on a CPU (AMD EPYC, 2 threads, about 3.5 min each): char PTB, width 128, depth 4, 4 heads,
+    seq_len 128, first 900,000 training characters, 3 epochs: val bpc 2.497 -> 2.303.
 """
 
 import hashlib

@@ -17,7 +17,11 @@ CPU smoke run (a few minutes on 2 cores):
 Other modes:
     python mimetic_vit.py --benchmark=True           # img/s of forward+backward+step, synthetic input
     python mimetic_vit.py --plot=True                # PNG figures of W_Q W_K^T, W_V W_proj, attention
-Expected results and their logs: README.md (every number there links to a results file).
+Expected results (README.md links every number to its results file and log):
+  - paper, Table 1, ViT-Tiny, 100 epochs on CIFAR-10: 86.07% (default init) -> 90.78% (mimetic);
+    ours on a GPU: not yet measured.
+  - ours on a CPU (AMD EPYC, 1 thread per arm, 23 min each; CIFAR-10 JPEG copy): width 128, depth 6,
+    4 heads, patch 4, first 10,000 training images, batch 128, 10 epochs: 37.58% -> 43.16%.
 """
 
 import json

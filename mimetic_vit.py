@@ -450,17 +450,16 @@ def augment(x, gen, cfg, mean, std):
     if cfg.hflip:
         flip = (torch.rand(B, generator=gen) < 0.5).to(x.device)
         x = torch.where(flip[:, None, None, None], x.flip(-1), x)
+    signed = torch.tensor([op in RA_SIGNED for op in RA_OPS])
+    x = x.clone()  # the groups below are written in place
     for _ in range(cfg.ra_n):
         op = torch.randint(len(RA_OPS), (B,), generator=gen)
-        neg = torch.randint(2, (B,), generator=gen).bool()
-        x = x.clone()
-        for o in op.unique().tolist():
-            name = RA_OPS[o]
-            for s in ((False, True) if name in RA_SIGNED else (False,)):
-                idx = ((op == o) & (neg == s if name in RA_SIGNED else True)).nonzero().squeeze(1)
-                if len(idx):
-                    idx = idx.to(x.device)
-                    x[idx] = _ra_apply(x[idx], name, -cfg.ra_m if s else cfg.ra_m)
+        neg = torch.randint(2, (B,), generator=gen).bool() & signed[op]  # a random sign for signed ops
+        group = op * 2 + neg  # (op, sign) of each sample
+        for g in group.unique().tolist():
+            idx = (group == g).nonzero().squeeze(1).to(x.device)
+            o, s = divmod(g, 2)
+            x[idx] = _ra_apply(x[idx], RA_OPS[o], -cfg.ra_m if s else cfg.ra_m)
     x = (x.float() / 255.0 - mean) / std
     if cfg.cutout > 0:  # DeVries & Taylor 2017: zero a square (clipped at the border) centred anywhere
         cy, cx = (torch.randint(n, (B,), generator=gen).to(x.device) for n in (H, W))
@@ -591,8 +590,8 @@ def save_checkpoint(path, state):
     os.replace(tmp, path)  # atomic: a crash leaves either the old checkpoint or the new one
 
 
-def model_config(cfg, num_classes=None):
-    return ViTConfig(patch_size=cfg.patch_size, num_classes=num_classes or DATASETS.get(cfg.dataset, ("", 10))[1],
+def model_config(cfg):
+    return ViTConfig(patch_size=cfg.patch_size, num_classes=DATASETS.get(cfg.dataset, ("", 10))[1],
                      width=cfg.width, depth=cfg.depth, heads=cfg.heads, mlp_ratio=cfg.mlp_ratio,
                      pos_emb=cfg.pos_emb, pos_scale=cfg.pos_scale, pos_trainable=cfg.pos_trainable)
 
@@ -734,8 +733,8 @@ def main(argv=None):
     t_start, t_log, seen = time.perf_counter(), time.perf_counter(), 0
     for epoch in range(start_epoch + 1, cfg.epochs + 1):
         perm = torch.randperm(len(train_x), generator=gen).to(dev)
-        loss_sum, correct, count = torch.zeros((), device=dev), torch.zeros((), device=dev), 0
-        log_loss, log_correct, log_count = torch.zeros((), device=dev), torch.zeros((), device=dev), 0
+        epoch_stats, log_stats = torch.zeros(2, device=dev), torch.zeros(2, device=dev)  # (loss sum, correct)
+        count, log_count = 0, 0
         for i in range(steps_per_epoch):
             idx = perm[i * cfg.batch_size:(i + 1) * cfg.batch_size]
             xb, yb = augment(train_x[idx], gen, cfg, mean, std), train_y[idx]
@@ -750,32 +749,31 @@ def main(argv=None):
             opt.step()
             opt.zero_grad(set_to_none=True)
             step += 1
-            hits = (logits.argmax(-1) == yb).sum()
-            loss_sum += loss.detach() * len(yb)
-            correct += hits
+            batch_stats = torch.stack([loss.detach() * len(yb), (logits.argmax(-1) == yb).sum()])
+            epoch_stats += batch_stats
+            log_stats += batch_stats
             count += len(yb)
-            log_loss += loss.detach() * len(yb)
-            log_correct += hits
             log_count += len(yb)
             seen += len(yb)
             if step % cfg.log_interval == 0 or i == steps_per_epoch - 1:
-                l = log_loss.item() / log_count  # syncs once per interval
+                l, hits = log_stats.tolist()  # syncs once per interval
+                l /= log_count
                 if not math.isfinite(l):
                     stop_on_nan(step, epoch, ckpt_path)
                 now = time.perf_counter()
                 print(f"step {step}/{total_steps} | epoch {epoch} | loss {l:.4f} | "
-                      f"acc {100 * log_correct.item() / log_count:.1f} | lr {lr_at(step - 1):.1e} | "
+                      f"acc {100 * hits / log_count:.1f} | lr {lr_at(step - 1):.1e} | "
                       f"{seen / (now - t_log):.0f} img/s")
                 t_log, seen = now, 0
-                log_loss.zero_(), log_correct.zero_()
+                log_stats.zero_()
                 log_count = 0
-        train_loss = loss_sum.item() / count
+        train_loss, train_correct = (v / count for v in epoch_stats.tolist())
         if not math.isfinite(train_loss):
             stop_on_nan(step, epoch, ckpt_path)
         test_loss, test_acc = evaluate(net, test_x, test_y, mean, std, cfg.eval_batch_size, amp)
         t_log = time.perf_counter()  # evaluation is not counted in training img/s
         elapsed_now = elapsed + time.perf_counter() - t_start
-        history.append({"epoch": epoch, "train_loss": train_loss, "train_acc": 100 * correct.item() / count,
+        history.append({"epoch": epoch, "train_loss": train_loss, "train_acc": 100 * train_correct,
                         "test_loss": test_loss, "test_acc": test_acc, "elapsed_s": round(elapsed_now, 1)})
         print(f"epoch {epoch}/{cfg.epochs} | train loss {train_loss:.4f} | test loss {test_loss:.4f} | "
               f"test acc {test_acc:.2f} | {elapsed_now / 60:.1f} min")

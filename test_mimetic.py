@@ -250,6 +250,18 @@ def test_load_dataset_reads_official_layout(tmp_path):
     assert ty[20:40].tolist() == raw["labels"]
 
 
+def test_load_cifar100_layout(tmp_path):
+    base = tmp_path / "cifar-100-python"
+    base.mkdir()
+    for name, n in (("train", 30), ("test", 20)):
+        x = torch.randint(256, (n, 3 * 32 * 32), dtype=torch.uint8)
+        with open(base / name, "wb") as f:
+            pickle.dump({"data": x.numpy(), "fine_labels": list(range(n)), "coarse_labels": [0] * n}, f)
+    tx, ty, vx, vy = mv.load_dataset("cifar100", str(tmp_path))
+    assert tx.shape == (30, 3, 32, 32) and vx.shape == (20, 3, 32, 32) and ty.tolist() == list(range(30))
+    assert mv.model_config(mv.parse_config(["--dataset=cifar100"])).num_classes == 100
+
+
 def test_missing_data_without_network_fails_fast(tmp_path, monkeypatch):
     t0 = time.perf_counter()
     assert not mv._online("https://host.invalid/cifar-10-python.tar.gz", timeout=5)  # .invalid never resolves

@@ -700,9 +700,9 @@ def main(argv=None):
         print("wrote " + ", ".join(paths))
         return paths
 
-    named = list(model.named_parameters())  # decay matrices only (our choice, as nanoGPT)
-    decay = [p for n, p in named if p.dim() >= 2 and n not in ("pos_embed", "cls_token")]
-    no_decay = [p for n, p in named if not (p.dim() >= 2 and n not in ("pos_embed", "cls_token"))]
+    decay, no_decay = [], []  # decay matrices only, not biases, norms or tokens (our choice, as nanoGPT)
+    for n, p in model.named_parameters():
+        (decay if p.dim() >= 2 and n not in ("pos_embed", "cls_token") else no_decay).append(p)
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
                              {"params": no_decay, "weight_decay": 0.0}], lr=cfg.lr, betas=(0.9, 0.999),
                             fused=dev.type == "cuda")

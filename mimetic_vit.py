@@ -2,19 +2,19 @@
 Mimetic initialization of self-attention layers, on a Vision Transformer trained on CIFAR-10.
 
 Paper: Trockman & Kolter, "Mimetic Initialization of Self-Attention Layers", ICML 2023,
-arXiv 2305.09828. The authors released no code; `mimetic_init_` below is meant to be read beside
-Sec. 4 of the paper, one equation per line, with the paper's printed typos in eqs 3-7 named.
-
-This one file holds the whole program, top to bottom: config -> ViT -> mimetic_init_ -> data and
-augmentation on the training device -> evaluation -> figures -> main().
+arXiv 2305.09828. The authors released no code. Read this file top to bottom beside the paper:
+config -> ViT -> mimetic_init_ (Sec. 4, in the paper's order, one equation per line, the printed typos
+named) -> data -> evaluation -> schedule -> train() -> main(). Everything after the "appendix" banner
+is machinery the paper does not need (arguments, checkpoints, downloads, figures, benchmark).
 
 Run (GPU, downloads CIFAR-10 into ./data, the paper's ViT-Tiny for 100 epochs, mimetic init):
     python mimetic_vit.py
     python mimetic_vit.py --init=default             # the same model and pipeline without it
-CPU smoke run (a few minutes on 2 cores):
+CPU smoke run (about a minute on 2 cores):
     python mimetic_vit.py --width=64 --depth=2 --heads=2 --patch_size=4 --train_subset=2048 \
         --epochs=1 --batch_size=128
 Other modes:
+    python mimetic_vit.py --help                     # every config key with its default and why
     python mimetic_vit.py --benchmark=True           # img/s of forward+backward+step, synthetic input
     python mimetic_vit.py --plot=True                # PNG figures of W_Q W_K^T, W_V W_proj, attention
 Expected results (README.md links every number to its results file and log):
@@ -25,11 +25,13 @@ Expected results (README.md links every number to its results file and log):
     40.37% -> 45.89% (mean of 3 seeds; mimetic ahead on each, by 1.0 to 10.0 points).
 """
 
+import hashlib
 import json
 import math
 import os
 import pickle
 import platform
+import shlex
 import socket
 import sys
 import time
@@ -47,7 +49,7 @@ from einops import rearrange
 # config: plain globals, each overridable as --key=value (parsed in main(), never at import)
 # model (Sec. 5.1: ViT-Tiny = width 192, depth 12, 3 heads, patch 2 on 32x32 inputs)
 width = 192               # embedding dimension d
-depth = 12                # number of Transformer blocks
+depth = 12                # number of Transformer blocks (at least 1)
 heads = 3                 # attention heads; head dimension k = width / heads
 patch_size = 2            # Sec. 5.1: patch 2 on 32x32 inputs -> 256 patches + 1 class token
 mlp_ratio = 4             # MLP hidden width = mlp_ratio * width (the standard ViT value)
@@ -66,7 +68,7 @@ dataset = "cifar10"       # cifar10 | cifar100 | svhn (Table 4)
 data_dir = "data"         # holds cifar-10-batches-py/ (official python layout) or receives the download
 train_subset = 0          # use only the first N training images (0 = all)
 ra_n = 2                  # RandAugment: ops per image (torchvision's default; the paper gives none)
-ra_m = 9                  # RandAugment: magnitude of 31 bins (torchvision's default; our choice)
+ra_m = 9                  # RandAugment: magnitude, 0-30 of 31 bins (torchvision's default; our choice)
 cutout = 16               # Cutout square side in pixels (DeVries & Taylor 2017 for CIFAR-10; our choice)
 hflip = True              # random horizontal flip (standard for CIFAR; our choice, not in the paper)
 # optimisation (Sec. 5.1: batch 512, AdamW, lr 3e-3, weight decay 0.01, 100 epochs)
@@ -79,17 +81,20 @@ warmup_frac = 0.05        # linear warmup over this fraction of steps, then cosi
 grad_clip = 1.0           # clip the global gradient norm (our choice; 0 = off)
 # system
 seed = 0
-device = ""               # "" = cuda if available, else cpu
-compile = True            # torch.compile the model (CUDA only; skipped on CPU, where it rarely pays off)
+device = ""               # "" = cuda if available, else mps if available, else cpu
+precision = "auto"        # auto | bf16 | fp32. auto = bf16 autocast on CUDA and on CPUs with native bf16
+                          # (avx512_bf16 or amx_bf16 in /proc/cpuinfo), fp32 elsewhere (mps included)
+compile = "auto"          # torch.compile the model: auto (CUDA only; on CPU it does not pay) | true | false
 eval_batch_size = 1024
 log_interval = 50         # steps between log lines
-out_dir = ""              # "" = out/vit-<dataset>-<init>-seed<seed>
+out_dir = ""              # "" = out/vit-<dataset>-<init>-seed<seed>[-<hash of the other changed keys>]
 resume = False            # continue from <out_dir>/ckpt.pt (or plot it, with --plot)
 stop_epoch = 0            # end this invocation after this epoch (0 = run to the end); resume later
 benchmark = False         # time forward+backward+step on synthetic input, print img/s, exit
 plot = False              # write PNG figures of the init (or, with --resume, of the checkpoint), exit
 config_keys = [k for k, v in globals().items() if not k.startswith("_") and isinstance(v, (bool, int, float, str))]
 # -----------------------------------------------------------------------------------------------
+# model
 
 
 @dataclass
@@ -144,10 +149,6 @@ class Attention(nn.Module):
         y = F.scaled_dot_product_attention(q, k, v)  # (B, h, N, k); softmax(q k^T / sqrt(k)) v
         return self.proj(rearrange(y, "b h n k -> b n (h k)"))
 
-    def attention_probs(self, x):
-        """The attention maps, computed explicitly (SDPA does not return them): (B, h, N, N)."""
-        q, k, _ = rearrange(self.qkv(x), "b n (three h k) -> three b h n k", three=3, h=self.heads)
-        return torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), dim=-1)
 
 
 class MLP(nn.Module):
@@ -230,45 +231,41 @@ class ViT(nn.Module):
             x = block(x)
         return self.head(self.norm(x[:, 0]))  # classify from the class token
 
-    @torch.no_grad()
-    def attention_maps(self, x):
-        """Attention probabilities of every layer, averaged over heads and the batch: (depth, N, N)."""
-        x, maps = self.embed(x), []
-        for block in self.blocks:
-            maps.append(block.attn.attention_probs(block.norm1(x)).mean(dim=(0, 1)))
-            x = block(x)
-        return torch.stack(maps)
-
 
 # -----------------------------------------------------------------------------------------------
 # mimetic initialization (Sec. 4). Depends on torch alone: copy this function into your own model.
 
 @torch.no_grad()
 def mimetic_init_(qkv_weight, proj_weight, num_heads, alpha1=0.7, beta1=0.7, alpha2=0.4, beta2=0.4,
-                  generator=None):
-    """Mimetic init (Trockman & Kolter 2023, Sec. 4), in place, of one self-attention layer.
+                  generator=None, vo_sign=-1, init_qk=True, init_vo=True):
+    """Mimetic init (Trockman & Kolter 2023, Sec. 4) of one self-attention layer, in place.
+
+    | product, as the layer applies it | target                                          | eqs        |
+    |----------------------------------|-------------------------------------------------|------------|
+    | W_V W_proj (d x d, one per layer) | a2 Z2 - b2 I, exactly (up to float rounding)    | 2, 3, 4    |
+    | W_Q^h W_K^h^T (d x d, per head h) | best rank-k approximation of a1 Z1^h + b1 I     | 1, 5, 6, 7 |
+
+    Z1^h (afresh for every head) and Z2 have i.i.d. N(0, 1/d) entries, as the paper says for both.
+    The rank-k truncation (Eckart-Young) weakens the diagonal: mean about 0.39, not 0.7, for
+    a1 = b1 = 0.7 and k = d/3.
 
     qkv_weight: (3d, d), the weight of a fused nn.Linear(d, 3d): rows q, then k, then v, each head a
         contiguous block of k = d / num_heads rows (timm `qkv`, nanoGPT `c_attn`,
-        nn.MultiheadAttention `in_proj_weight`).
+        nn.MultiheadAttention `in_proj_weight`). Other layouts: README, "Use it in your own model".
     proj_weight: (d, d), the weight of the output projection nn.Linear(d, d).
-
-    nn.Linear computes x @ weight.T, so in the paper's row-vector notation (q = x W_Q) the q rows of head
-    h hold (W_Q^h)^T, the v rows hold W_V^T and proj_weight holds W_proj^T. Afterwards, as the layer
-    applies them:
-      - per head h, W_Q^h W_K^h^T is the best rank-k approximation (Eckart-Young) of a1 Z1^h + b1 I,
-        with Z1^h drawn afresh for every head (eq 1); its diagonal is weaker than b1 because of the
-        truncation (mean about 0.39 for a1 = b1 = 0.7 and k = d/3);
-      - W_V W_proj = a2 Z2 - b2 I exactly, up to float rounding (eq 2), one d x d product per layer;
-    where Z has i.i.d. N(0, 1/d) entries, as the paper says for both Z1 and Z2. Biases are not touched:
-    they keep whatever the caller gave them (the paper speaks only of weights). Draw order with a
-    generator: Z1 of head 0, 1, ..., then Z2; the noise is drawn in float64 on the generator's device
-    and the SVDs are taken in float64, then cast to the weights' dtype.
+    nn.Linear computes x @ weight.T, so in the paper's row-vector notation (q = x W_Q) the q rows of
+    head h hold (W_Q^h)^T, the v rows hold W_V^T, and proj_weight holds eq 4's W_proj.
+    vo_sign=+1 targets a2 Z2 + b2 I (Table 2, "W_V W_proj ~ +cI"); init_qk / init_vo = False leaves
+    those weights as they are (Table 2, "init only W_V, W_proj" / "only W_Q, W_K").
+    Biases are not touched (the paper speaks only of weights). With a generator the draws are, in
+    order, Z1 of head 0, 1, ..., then Z2, whatever is initialised; noise and SVDs are float64 on the
+    generator's device, then cast to the weights' dtype.
     """
     d = proj_weight.shape[0]
     if proj_weight.shape != (d, d) or qkv_weight.shape != (3 * d, d):
-        raise ValueError(f"expected qkv_weight (3d, d) and proj_weight (d, d), got "
-                         f"{tuple(qkv_weight.shape)} and {tuple(proj_weight.shape)}")
+        raise ValueError(f"expected qkv_weight (3d, d) and proj_weight (d, d) in nn.Linear's (out, in) layout, "
+                         f"rows q, k, v; got {tuple(qkv_weight.shape)} and {tuple(proj_weight.shape)}. For a "
+                         f"transposed (Conv1D) or split q/k/v layout see README.md, 'Use it in your own model'")
     if d % num_heads != 0:
         raise ValueError(f"width {d} is not divisible by num_heads {num_heads}")
     for name, value in (("alpha1", alpha1), ("beta1", beta1), ("alpha2", alpha2), ("beta2", beta2)):
@@ -281,52 +278,51 @@ def mimetic_init_(qkv_weight, proj_weight, num_heads, alpha1=0.7, beta1=0.7, alp
     def Z():  # Z ~ N(0, I/d): entries with variance 1/d (Sec. 4, below eq 2)
         return torch.randn(d, d, generator=generator, dtype=torch.float64, device=dev) / math.sqrt(d)
 
-    # query/key: printed as eqs 5-7 (with index 2; the indices of eqs 3-4 and 5-7 are swapped in print)
-    for h in range(num_heads):
-        U, S, Vh = torch.linalg.svd(alpha1 * Z() + beta1 * eye)  # eq 5: a1 Z1 + b1 I = U S V^T, Z1 fresh per head
-        W_Q = U[:, :k] * S[:k].sqrt()                            # eq 6: W_Q = U[:, :k] S[:k, :k]^(1/2)   (d, k)
-        W_K = Vh[:k].T * S[:k].sqrt()                            # eq 7: W_K = V[:, :k] S[:k, :k]^(1/2); V = Vh^T
-        qkv_weight[h * k:(h + 1) * k] = W_Q.T                    # q rows of head h hold W_Q^T
-        qkv_weight[d + h * k:d + (h + 1) * k] = W_K.T            # k rows of head h hold W_K^T
-    # value/projection: printed as eqs 3-4 (with index 1 and "+ b I")
-    U, S, Vh = torch.linalg.svd(alpha2 * Z() - beta2 * eye)      # eq 3: a2 Z2 - b2 I = U S V^T (print: + b1 I)
-    W_V = U * S.sqrt()                                           # eq 4: W_V = U S^(1/2) (print: U S, a typo)
-    W_proj_T = Vh.T * S.sqrt()                                   # eq 4: W_proj^T = V S^(1/2), so W_V W_proj = U S V^T
-    qkv_weight[2 * d:] = W_V.T                                   # v rows hold W_V^T
-    proj_weight.copy_(W_proj_T)                                  # proj.weight holds W_proj^T
+    Z1 = [Z() for _ in range(num_heads)]  # "we resample [the query/key noise] for each head" (Sec. 4)
+    Z2 = Z()
+
+    # value/projection, eqs 2-4. Printed with index 1 and "+ b I", the indices of eqs 3-4 and 5-7 swapped
+    if init_vo:
+        U, S, Vh = torch.linalg.svd(alpha2 * Z2 + vo_sign * beta2 * eye)  # eq 3: a2 Z2 - b2 I = U S V^T
+        W_V = U * S.sqrt()                                     # eq 4: W_V = U S^(1/2) (print: U S, a typo)
+        W_proj = Vh.T * S.sqrt()                               # eq 4: W_proj = V S^(1/2), so W_V W_proj^T = U S V^T
+        qkv_weight[2 * d:] = W_V.T                             # v rows hold W_V^T
+        proj_weight.copy_(W_proj)                              # the layer applies x W_V W_proj^T: eq 2's product
+    # query/key, eqs 1 and 5-7 (printed with index 2)
+    if init_qk:
+        for h in range(num_heads):
+            # eq 5: a1 Z1 + b1 I = U S V^T, per head. With a1 = 0 (the language setting, Sec. 7) this is
+            # b1 I, whose SVD is not unique: torch's CPU SVD (LAPACK) returns U = V = I, so every head gets
+            # W_Q = W_K = sqrt(b1) I[:, :k], the same first k coordinates. We keep eqs 5-7 literal.
+            U, S, Vh = torch.linalg.svd(alpha1 * Z1[h] + beta1 * eye)
+            W_Q = U[:, :k] * S[:k].sqrt()                      # eq 6: W_Q = U[:, :k] S[:k, :k]^(1/2)   (d, k)
+            W_K = Vh[:k].T * S[:k].sqrt()                      # eq 7: W_K = V[:, :k] S[:k, :k]^(1/2); V = Vh^T
+            qkv_weight[h * k:(h + 1) * k] = W_Q.T              # q rows of head h hold W_Q^T
+            qkv_weight[d + h * k:d + (h + 1) * k] = W_K.T      # k rows of head h hold W_K^T
+
+
+INITS = ("mimetic", "default", "qk", "vo")
 
 
 @torch.no_grad()
 def init_attention_(model, init, alpha1, beta1, alpha2, beta2, vo_sign=-1, generator=None):
-    """Apply mimetic_init_ to every block of a ViT (after its default init, before torch.compile).
+    """Mimetic init of every block's attention (after the default init, before torch.compile).
 
-    init: mimetic (all four weights) | qk (only W_Q, W_K) | vo (only W_V, W_proj) | default (none),
-    the ablations of Table 2. vo_sign=+1 is Table 2's "W_V W_proj ~ +cI" ablation: negating proj
-    turns a2 Z2 - b2 I into a2 (-Z2) + b2 I, and -Z2 has the same law as Z2.
+    init: mimetic (both products) | qk (only W_Q, W_K) | vo (only W_V, W_proj) | default (none): the
+    arms of Table 2. Every arm draws the same noise, so an ablation shares its draws with the full init.
     """
-    if init not in ("mimetic", "default", "qk", "vo"):
-        raise ValueError(f"unknown init {init!r}: use mimetic, default, qk or vo")
-    if vo_sign not in (-1, 1):
-        raise ValueError(f"vo_sign must be -1 (the paper) or +1 (Table 2 ablation), got {vo_sign}")
+    if init not in INITS:
+        raise ValueError(f"unknown init {init!r}: use one of {', '.join(INITS)}")
     if init == "default":
         return
     for block in model.blocks:
-        qkv, proj = block.attn.qkv.weight, block.attn.proj.weight
-        d = proj.shape[0]
-        kept_qk, kept_v, kept_proj = qkv[:2 * d].clone(), qkv[2 * d:].clone(), proj.clone()
-        mimetic_init_(qkv, proj, block.attn.heads, alpha1, beta1, alpha2, beta2, generator=generator)
-        if init == "vo":
-            qkv[:2 * d] = kept_qk
-        if init == "qk":
-            qkv[2 * d:] = kept_v
-            proj.copy_(kept_proj)
-        elif vo_sign == 1:
-            proj.neg_()
+        mimetic_init_(block.attn.qkv.weight, block.attn.proj.weight, block.attn.heads, alpha1, beta1, alpha2,
+                      beta2, generator, vo_sign, init_qk=init != "vo", init_vo=init != "qk")
 
 
 # -----------------------------------------------------------------------------------------------
-# data: whole dataset as uint8 tensors on the training device; augmentation per sample, per batch
-
+# data: each dataset lives whole on the training device as uint8 (N, 3, 32, 32) (load_dataset, at the
+# end of the file), augmented there per sample with torchvision's RandAugment ops (RA_OPS), then Cutout
 DATASETS = {  # name: (folder of the python-layout files, classes)
     "cifar10": ("cifar-10-batches-py", 10),
     "cifar100": ("cifar-100-python", 100),
@@ -337,111 +333,9 @@ MEAN_STD = {"cifar10": ((0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)),
             "svhn": ((0.4377, 0.4438, 0.4728), (0.1980, 0.2010, 0.1970))}
 
 
-def _online(url, timeout=5.0):
-    """Whether the download host answers at all, so that a machine without network fails at once."""
-    try:
-        socket.create_connection((urlparse(url).hostname, 443), timeout=timeout).close()
-        return True
-    except OSError:
-        return False
-
-
-def _unpickle(path):
-    with open(path, "rb") as f:
-        return pickle.load(f, encoding="latin1")  # works for the official files and hand-made copies
-
-
-def load_dataset(name, root):
-    """Returns (train_x, train_y, test_x, test_y): uint8 (N, 3, 32, 32) and int64 (N,) CPU tensors."""
-    if name not in DATASETS:
-        raise ValueError(f"unknown dataset {name!r}: use one of {', '.join(DATASETS)}")
-    import torchvision  # only here: the model and the init need torch alone
-
-    if name == "svhn":
-        try:
-            splits = [torchvision.datasets.SVHN(root, split=s, download=False) for s in ("train", "test")]
-        except ImportError as e:
-            raise SystemExit(f"error: torchvision reads SVHN's .mat files with scipy: pip install scipy ({e})")
-        except RuntimeError:
-            url = torchvision.datasets.SVHN.split_list["train"][0]
-            if not _online(url):
-                raise SystemExit(f"error: SVHN not found in {root}/ and its download host cannot be reached. "
-                                 f"Put train_32x32.mat and test_32x32.mat (from {url.rsplit('/', 1)[0]}/) "
-                                 f"into {root}/, or pass --data_dir=<folder that holds them>.")
-            splits = [torchvision.datasets.SVHN(root, split=s, download=True) for s in ("train", "test")]
-        return tuple(t for s in splits for t in (torch.from_numpy(s.data), torch.from_numpy(s.labels).long()))
-
-    folder, _ = DATASETS[name]
-    base = os.path.join(root, folder)
-    if name == "cifar10":
-        train_files, test_files, key = [f"data_batch_{i}" for i in range(1, 6)], ["test_batch"], "labels"
-        tv = torchvision.datasets.CIFAR10
-    else:
-        train_files, test_files, key = ["train"], ["test"], "fine_labels"
-        tv = torchvision.datasets.CIFAR100
-    missing = [f for f in train_files + test_files if not os.path.exists(os.path.join(base, f))]
-    if missing:
-        if not _online(tv.url):
-            raise SystemExit(
-                f"error: {name} not found: {base}/ lacks {', '.join(missing)}, and the download host cannot "
-                f"be reached (no network?). Put the official python-version files ({tv.filename}, unpacked) "
-                f"in {base}/, or pass --data_dir=<folder that holds {folder}/>. Without internet, "
-                f"README.md shows how to make a local copy.")
-        tv(root, train=True, download=True)  # downloads and unpacks into <root>/<folder>/
-
-    def read(files):
-        parts = [_unpickle(os.path.join(base, f)) for f in files]
-        x = torch.cat([torch.as_tensor(p["data"], dtype=torch.uint8).reshape(-1, 3, 32, 32) for p in parts])
-        y = torch.cat([torch.as_tensor(p[key], dtype=torch.long) for p in parts])
-        return x, y
-
-    return (*read(train_files), *read(test_files))
-
-
-# RandAugment (Cubuk et al. 2020) with torchvision's operations and magnitudes
-# (torchvision.transforms.v2.RandAugment._AUGMENTATION_SPACE, 31 bins), applied per sample on the
-# training device: each sample draws its own op and sign, and each (op, sign) group of the batch is
-# transformed at once. The law of each image's transform is that of torchvision's RandAugment.
-RA_OPS = ["Identity", "ShearX", "ShearY", "TranslateX", "TranslateY", "Rotate", "Brightness", "Color",
-          "Contrast", "Sharpness", "Posterize", "Solarize", "AutoContrast", "Equalize"]
-RA_SIGNED = {"ShearX", "ShearY", "TranslateX", "TranslateY", "Rotate", "Brightness", "Color", "Contrast",
-             "Sharpness"}
-
-
-def _ra_apply(x, op, m, bins=31):
-    """One RandAugment op on a uint8 batch (B, C, H, W) at magnitude bin m, signed magnitude if m < 0."""
-    from torchvision.transforms.v2 import functional as TF
-    sign, m = (-1.0 if m < 0 else 1.0), abs(m)
-    H, W = x.shape[-2:]
-    frac = m / (bins - 1)  # torchvision's linspace(0, top, bins)[m]
-    if op == "Identity":
-        return x
-    if op in ("ShearX", "ShearY"):
-        s = math.degrees(math.atan(sign * 0.3 * frac))
-        return TF.affine(x, angle=0.0, translate=[0, 0], scale=1.0, center=[0, 0],
-                         shear=[s, 0.0] if op == "ShearX" else [0.0, s])
-    if op in ("TranslateX", "TranslateY"):
-        t = int(sign * 150.0 / 331.0 * (W if op == "TranslateX" else H) * frac)
-        return TF.affine(x, angle=0.0, translate=[t, 0] if op == "TranslateX" else [0, t], scale=1.0,
-                         shear=[0.0, 0.0])
-    if op == "Rotate":
-        return TF.rotate(x, angle=sign * 30.0 * frac)
-    factor = 1.0 + sign * 0.9 * frac
-    if op == "Brightness":
-        return TF.adjust_brightness(x, factor)
-    if op == "Color":
-        return TF.adjust_saturation(x, factor)
-    if op == "Contrast":
-        return TF.adjust_contrast(x, factor)
-    if op == "Sharpness":
-        return TF.adjust_sharpness(x, factor)
-    if op == "Posterize":
-        return TF.posterize(x, bits=int(round(8 - m / ((bins - 1) / 4))))
-    if op == "Solarize":
-        return TF.solarize(x, threshold=255.0 * (1.0 - frac))
-    if op == "AutoContrast":
-        return TF.autocontrast(x)
-    return TF.equalize(x)
+def norm_stats(name, dev):
+    mean, std = MEAN_STD[name]
+    return (torch.tensor(mean, device=dev).view(1, 3, 1, 1), torch.tensor(std, device=dev).view(1, 3, 1, 1))
 
 
 def augment(x, gen, cfg, mean, std):
@@ -492,6 +386,545 @@ def evaluate(model, x, y, mean, std, batch, amp):
 
 
 # -----------------------------------------------------------------------------------------------
+# schedule (our choice: the paper gives none)
+
+def get_lr(step, total_steps, warmup_steps, peak):
+    """Linear warmup to `peak` over warmup_steps, then cosine decay to 0 at total_steps."""
+    if step < warmup_steps:
+        return peak * (step + 1) / warmup_steps
+    return peak * 0.5 * (1 + math.cos(math.pi * (step - warmup_steps) / max(1, total_steps - warmup_steps)))
+
+
+# -----------------------------------------------------------------------------------------------
+# training
+
+def train(model, data, cfg, dev, amp, ckpt=None):
+    """AdamW (Sec. 5.1) with the schedule above; evaluates and checkpoints after every epoch. Returns the
+    per-epoch history, or None when stopped early by --stop_epoch."""
+    train_x, train_y, test_x, test_y = data
+    mean, std = norm_stats(cfg.dataset, dev)
+    opt = make_optimizer(model, cfg.lr, cfg.weight_decay, dev)
+    steps_per_epoch = len(train_x) // cfg.batch_size  # the last partial batch is dropped (fixed shapes)
+    total_steps = cfg.epochs * steps_per_epoch
+    warmup_steps = max(1, round(cfg.warmup_frac * total_steps))
+    gen = torch.Generator().manual_seed(cfg.seed)  # all data randomness: order, flips, RandAugment, Cutout
+    history, elapsed = restore(ckpt, opt, gen, dev) if ckpt else ([], 0.0)
+    net = torch.compile(model) if use_compile(cfg.compile, dev) else model  # checkpoints save `model`
+    ckpt_path, start_epoch = os.path.join(cfg.out_dir, "ckpt.pt"), len(history)
+    step, t_start = start_epoch * steps_per_epoch, time.perf_counter()
+    for epoch in range(start_epoch + 1, cfg.epochs + 1):
+        perm = torch.randperm(len(train_x), generator=gen).to(dev)
+        meter = Meter(dev)
+        for i in range(steps_per_epoch):
+            idx = perm[i * cfg.batch_size:(i + 1) * cfg.batch_size]
+            xb, yb = augment(train_x[idx], gen, cfg, mean, std), train_y[idx]
+            lr = get_lr(step, total_steps, warmup_steps, cfg.lr)
+            for group in opt.param_groups:
+                group["lr"] = lr
+            with amp:
+                logits = net(xb)
+            loss = F.cross_entropy(logits.float(), yb)  # the loss in fp32, whatever the precision
+            loss.backward()
+            if cfg.grad_clip > 0:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            step += 1
+            meter.add(loss, (logits.argmax(-1) == yb).sum(), len(yb))
+            if step % cfg.log_interval == 0 or i == steps_per_epoch - 1:
+                meter.log(f"step {step}/{total_steps} | epoch {epoch}", lr, "img/s", ckpt_path)
+        train_loss, train_acc = meter.epoch_means()
+        test_loss, test_acc = evaluate(net, test_x, test_y, mean, std, cfg.eval_batch_size, amp)
+        if not math.isfinite(test_loss):  # never checkpoint weights that evaluate to NaN
+            stop_on_nan("test loss", f"epoch {epoch}", ckpt_path)
+        elapsed_now = round(elapsed + time.perf_counter() - t_start, 1)
+        history.append({"epoch": epoch, "train_loss": train_loss, "train_acc": train_acc,
+                        "test_loss": test_loss, "test_acc": test_acc, "elapsed_s": elapsed_now})
+        print(f"epoch {epoch}/{cfg.epochs} | train loss {train_loss:.4f} | test loss {test_loss:.4f} | "
+              f"test acc {test_acc:.2f} | {elapsed_now / 60:.1f} min")
+        save_checkpoint(ckpt_path, {"model": model.state_dict(), "optimizer": opt.state_dict(), "epoch": epoch,
+                                    "history": history, "elapsed": elapsed_now, **rng_states(gen, dev),
+                                    "config": vars(cfg)})
+        if epoch == cfg.stop_epoch and epoch < cfg.epochs:
+            print(f"stopping after epoch {epoch} (--stop_epoch); continue with --resume=True")
+            return None
+    return history
+
+
+def make_optimizer(model, lr, weight_decay, dev):
+    """AdamW; weight decay on matrices only, not on biases, norms, class token or position embeddings
+    (our choice, as nanoGPT: decaying the position embeddings would erode the sinusoids)."""
+    decay, no_decay = [], []
+    for n, p in model.named_parameters():
+        (decay if p.dim() >= 2 and n not in ("pos_embed", "cls_token") else no_decay).append(p)
+    return torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay},
+                              {"params": no_decay, "weight_decay": 0.0}], lr=lr, betas=(0.9, 0.999),
+                             fused=dev.type == "cuda")
+
+
+# -----------------------------------------------------------------------------------------------
+# main
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    cfg = parse_config(argv)
+    dev = pick_device(cfg.device)
+    amp, prec = autocast_for(dev, cfg.precision)  # bf16 autocast or fp32; the loss is fp32 either way
+    print("config: " + " ".join(f"{k}={v}" for k, v in vars(cfg).items()))
+    ckpt = load_checkpoint(os.path.join(cfg.out_dir, "ckpt.pt"), cfg) if cfg.resume else None
+    check_out_dir(cfg, ("ckpt.pt", "results.json"))
+
+    # the model with its default init (timm's), then the mimetic init, before any torch.compile
+    torch.manual_seed(cfg.seed)
+    model = ViT(model_config(cfg))
+    init_attention_(model, cfg.init, cfg.alpha1, cfg.beta1, cfg.alpha2, cfg.beta2, cfg.vo_sign,
+                    generator=torch.Generator().manual_seed(cfg.seed))
+    model.to(dev)
+    if ckpt is not None:
+        model.load_state_dict(ckpt["model"])
+    print(f"model: {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters, "
+          f"{model.config.num_tokens} tokens, {hardware(dev)}, {prec}")
+    if cfg.benchmark:
+        return run_benchmark(cfg, model, dev, amp, prec)
+
+    data = [t.to(dev) for t in load_dataset(cfg.dataset, cfg.data_dir)]
+    if cfg.train_subset:
+        data[0], data[1] = data[0][:cfg.train_subset], data[1][:cfg.train_subset]
+    if len(data[0]) < cfg.batch_size:
+        raise ValueError(f"{len(data[0])} training images but batch_size {cfg.batch_size}: lower --batch_size")
+    if cfg.plot:
+        return plot_figures(model, data[2][:64], cfg)
+
+    try:
+        history = train(model, data, cfg, dev, amp, ckpt)
+    except KeyboardInterrupt:
+        raise SystemExit(interrupted(cfg, argv))
+    if history is None:
+        return None
+    results = {"config": vars(cfg), "model_config": asdict(model.config),
+               "final_test_acc": history[-1]["test_acc"], "epochs_done": len(history), "history": history,
+               "wall_time_s": history[-1]["elapsed_s"], "hardware": hardware(dev), "precision": prec,
+               "command": shlex.join(["python", "mimetic_vit.py", *argv])}
+    write_results(cfg.out_dir, results)
+    print(f"final test accuracy {results['final_test_acc']:.2f} | wrote {os.path.join(cfg.out_dir, 'results.json')}")
+    return results
+
+
+# ===============================================================================================
+# appendix: not needed to follow the paper. Argument parsing and --help, checks of the config,
+# checkpoints, devices and precision, downloads and offline messages, figures, benchmark.
+
+# what each key accepts, checked before any work (the choices of string keys are listed in the config)
+RULES = [(k, lambda v: v > 0, "must be positive") for k in
+         ("width", "heads", "patch_size", "mlp_ratio", "epochs", "batch_size", "lr", "eval_batch_size",
+          "log_interval")] + \
+        [(k, lambda v: v >= 0, "must be 0 or more") for k in
+         ("train_subset", "ra_n", "cutout", "weight_decay", "grad_clip", "stop_epoch", "pos_scale")] + [
+    ("depth", lambda v: v >= 1, "must be at least 1 (a Transformer needs a block for the init to act on)"),
+    *[(k, lambda v: 0 <= v <= 1, "is outside [0, 1], the range the paper defines (Sec. 4)")
+      for k in ("alpha1", "beta1", "alpha2", "beta2")],
+    ("ra_m", lambda v: 0 <= v <= 30, "must be in 0..30 (RandAugment's 31 magnitude bins)"),
+    ("warmup_frac", lambda v: 0 <= v <= 1, "must be in [0, 1]"),
+    ("vo_sign", lambda v: v in (-1, 1), "must be -1 (the paper) or +1 (Table 2's +cI ablation)"),
+    ("init", lambda v: v in INITS, f"must be one of {', '.join(INITS)}"),
+    ("dataset", lambda v: v in DATASETS, f"must be one of {', '.join(DATASETS)}"),
+    ("pos_emb", lambda v: v in ("sinusoidal", "learned"), "must be sinusoidal or learned"),
+]
+# keys that may differ between a run and the checkpoint it resumes; they do not name a run's folder either
+RESUME_FREE = {"resume", "stop_epoch", "compile", "device", "eval_batch_size", "log_interval", "data_dir",
+               "out_dir", "benchmark", "plot"}
+NAME_KEYS = ("dataset", "init", "seed")  # spelled out in the default out_dir
+PROGRAM = "vit"
+
+
+def model_config(cfg):
+    return ViTConfig(patch_size=cfg.patch_size, num_classes=DATASETS[cfg.dataset][1], width=cfg.width,
+                     depth=cfg.depth, heads=cfg.heads, mlp_ratio=cfg.mlp_ratio, pos_emb=cfg.pos_emb,
+                     pos_scale=cfg.pos_scale, pos_trainable=cfg.pos_trainable)
+RULES += [("precision", lambda v: v in ("auto", "bf16", "fp32"), "must be auto, bf16 or fp32"),
+          ("compile", lambda v: v.lower() in ("auto", "true", "false"), "must be auto, true or false")]
+
+
+def parse_config(argv):
+    """The config globals above, overridden by --key=value, checked before any work."""
+    defaults = {k: globals()[k] for k in config_keys}
+    cfg = SimpleNamespace(**parse_args(argv, defaults)[0])
+    check_config(cfg)
+    model_config(cfg)  # shape errors (width and heads, image and patch size) now, not after loading data
+    cfg.out_dir = cfg.out_dir or default_out_dir(cfg, defaults)
+    return cfg
+
+
+def parse_args(argv, defaults):
+    """--key=value over `defaults`; values take the default's type; unknown keys are errors; -h or --help
+    prints the config block and exits. Returns (config dict, the set of keys given)."""
+    if "-h" in argv or "--help" in argv:
+        print_help()
+        raise SystemExit(0)
+    cfg, given = dict(defaults), set()
+    for arg in argv:
+        if not arg.startswith("--") or "=" not in arg:
+            raise ValueError(f"bad argument {arg!r}: use --key=value, e.g. --epochs=10 (--help lists the keys)")
+        key, val = arg[2:].split("=", 1)
+        if key not in defaults:
+            raise ValueError(f"unknown config key {key!r}; known keys: {', '.join(defaults)}")
+        kind = type(defaults[key])
+        try:
+            if kind is bool and val.lower() not in ("true", "false", "1", "0"):
+                raise ValueError
+            cfg[key] = val.lower() in ("true", "1") if kind is bool else kind(val)
+        except ValueError:
+            raise ValueError(f"--{key}={val}: expected a {kind.__name__} like the default {defaults[key]!r}") from None
+        given.add(key)
+    return cfg, given
+
+
+def print_help():
+    """The config block of this file: every key with its default and the comment that says why."""
+    with open(os.path.abspath(__file__), encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("# config:"))
+    end = next(i for i, line in enumerate(lines) if line.startswith("config_keys ="))
+    print(f"usage: python {os.path.basename(__file__)} [--key=value ...]\n")
+    print("\n".join(lines[start:end]))
+
+
+def check_config(cfg):
+    """Every rule in RULES, before any work: a bad value is a one-line error naming the key."""
+    for key, ok, want in RULES:
+        if not ok(getattr(cfg, key)):
+            raise ValueError(f"--{key}={getattr(cfg, key)} {want}")
+
+
+def default_out_dir(cfg, defaults):
+    """out/<program>-<dataset>-<init>-seed<seed>, plus a short hash of the other keys that differ from
+    their defaults, so that two runs that differ in any setting never share a folder."""
+    changed = sorted((k, v) for k, v in vars(cfg).items()
+                     if k not in RESUME_FREE and k not in NAME_KEYS and v != defaults[k])
+    name = f"{PROGRAM}-{cfg.dataset}-{cfg.init}-seed{cfg.seed}"
+    if changed:
+        name += "-" + hashlib.sha1(repr(changed).encode()).hexdigest()[:8]
+    return os.path.join("out", name)
+
+
+def check_out_dir(cfg, products):
+    """Before any work: out_dir is a folder that can be written, and a new run never replaces the files of
+    another run (products: the files a run leaves there)."""
+    path = cfg.out_dir
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise ValueError(f"out_dir {path} is a file, not a folder: pass another --out_dir")
+    if cfg.benchmark or getattr(cfg, "sample", 0):
+        return  # these modes write nothing there
+    found = [f for f in products if os.path.exists(os.path.join(path, f))]
+    if found and not cfg.resume and not cfg.plot:
+        raise ValueError(f"{path} already holds {', '.join(found)} of another run: continue it with "
+                         f"--resume=True, or pass another --out_dir (or delete {path} to start afresh)")
+    try:
+        os.makedirs(path, exist_ok=True)
+        probe = os.path.join(path, f".write-test-{os.getpid()}")
+        open(probe, "w").close()
+        os.remove(probe)
+    except OSError as e:
+        raise ValueError(f"cannot write to out_dir {path} ({e.strerror}): pass a writable --out_dir") from None
+
+
+def check_resumable(saved, cfg, path):
+    diff = [f"{k}={saved.get(k)!r} there, {getattr(cfg, k)!r} here" for k in config_keys
+            if k not in RESUME_FREE and saved.get(k, getattr(cfg, k)) != getattr(cfg, k)]
+    if diff:
+        raise ValueError(f"checkpoint {path} is from another config ({'; '.join(diff)}): pass the same "
+                         f"settings to resume, or a new --out_dir to start afresh")
+
+
+def read_checkpoint(path):
+    """A checkpoint written by this program; an unreadable one is a one-line error that changes nothing."""
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=False)
+        ckpt["config"]
+    except Exception as e:
+        why = (str(e).splitlines() or [""])[0][:100]
+        raise ValueError(f"checkpoint {path} cannot be read ({type(e).__name__}: {why}); nothing was changed. "
+                         f"Start afresh with another --out_dir, or delete {path}") from None
+    return ckpt
+
+
+def load_checkpoint(path, cfg):
+    """The checkpoint at path, for --resume; missing, unreadable or made with another config is an error
+    that changes nothing."""
+    if not os.path.exists(path):
+        raise ValueError(f"--resume=True but there is no checkpoint at {path}: check --out_dir")
+    ckpt = read_checkpoint(path)
+    check_resumable(ckpt["config"], cfg, path)
+    return ckpt
+
+
+def save_checkpoint(path, state):
+    """Atomic: a temp file, then a rename, so a crash or Ctrl-C leaves the old file or the new one."""
+    tmp = path + ".tmp"
+    try:
+        torch.save(state, tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def write_results(folder, results):
+    path = os.path.join(folder, "results.json")
+    with open(path + ".tmp", "w") as f:
+        json.dump(results, f, indent=1)
+    os.replace(path + ".tmp", path)
+
+
+def rng_states(gen, dev):
+    return {"data_rng": gen.get_state(), "cpu_rng": torch.get_rng_state(),
+            "cuda_rng": torch.cuda.get_rng_state(dev) if dev.type == "cuda" else None}
+
+
+def restore(ckpt, opt, gen, dev):
+    """Optimizer and RNG states from a checkpoint, so that the resumed run continues bit for bit."""
+    opt.load_state_dict(ckpt["optimizer"])
+    gen.set_state(ckpt["data_rng"])
+    torch.set_rng_state(ckpt["cpu_rng"])
+    if dev.type == "cuda" and ckpt.get("cuda_rng") is not None:
+        torch.cuda.set_rng_state(ckpt["cuda_rng"], dev)
+    print(f"resumed after epoch {ckpt['epoch']}")
+    return ckpt["history"], ckpt["elapsed"]
+
+
+class Meter:
+    """Sums of (loss x n, correct, n) over the epoch and over the log interval, kept on the device so that
+    the training loop waits for them only at log lines; under DDP they are summed over the processes."""
+
+    def __init__(self, dev, metric=None):
+        self.epoch, self.interval = torch.zeros(3, device=dev), torch.zeros(3, device=dev)
+        self.metric, self.t = metric, time.perf_counter()
+
+    def add(self, loss, correct, n):
+        s = torch.stack([loss.detach() * n, correct.to(loss.dtype), torch.full_like(loss.detach(), n)])
+        self.epoch += s
+        self.interval += s
+
+    @staticmethod
+    def read(sums):
+        """(mean loss, accuracy in %, count), waiting for the device once."""
+        sums = sums.clone()
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            torch.distributed.all_reduce(sums)
+        loss, hits, n = sums.tolist()
+        return loss / n, 100 * hits / n, n
+
+    def log(self, where, lr, unit, ckpt_path):
+        loss, acc, n = self.read(self.interval)
+        if not math.isfinite(loss):
+            stop_on_nan("training loss", where, ckpt_path)
+        now = time.perf_counter()
+        extra = f"{self.metric(loss)} | " if self.metric else ""
+        print(f"{where} | loss {loss:.4f} | {extra}acc {acc:.1f} | lr {lr:.1e} | {n / (now - self.t):.0f} {unit}")
+        self.interval.zero_()
+        self.t = now
+
+    def epoch_means(self):
+        return self.read(self.epoch)[:2]
+
+
+def stop_on_nan(what, where, ckpt_path):
+    kept = f"the last good checkpoint ({ckpt_path}) is kept" if os.path.exists(ckpt_path) else "no checkpoint yet"
+    raise SystemExit(f"error: the {what} is not finite ({where}); stopping. {kept}. Try a lower --lr "
+                     f"(with --grad_clip > 0) in a new --out_dir.")
+
+
+def interrupted(cfg, argv):
+    """After Ctrl-C: one line saying where the last checkpoint is and the exact command that resumes it."""
+    path = os.path.join(cfg.out_dir, "ckpt.pt")
+    if os.path.exists(path):
+        args = [a for a in argv if not a.startswith(("--resume=", "--out_dir="))]
+        cmd = shlex.join(["python", os.path.basename(__file__), *args, f"--out_dir={cfg.out_dir}", "--resume=True"])
+        print(f"interrupted: the last checkpoint is {path}; resume with: {cmd}", file=sys.stderr)
+    else:
+        print(f"interrupted before the first checkpoint: nothing to resume in {cfg.out_dir}", file=sys.stderr)
+    return 130
+
+
+def pick_device(name):
+    """--device: "" picks cuda, then mps, then cpu; a device that is not here is a one-line error."""
+    mps = hasattr(torch.backends, "mps") and torch.backends.mps.is_available()
+    name = name or ("cuda" if torch.cuda.is_available() else "mps" if mps else "cpu")
+    try:
+        dev = torch.device(name)
+    except RuntimeError:
+        raise ValueError(f"--device={name} is not a device name: use cpu, cuda, cuda:N or mps") from None
+    here = {"cpu": True, "cuda": torch.cuda.is_available(), "mps": mps}
+    if not here.get(dev.type) or (dev.type == "cuda" and (dev.index or 0) >= torch.cuda.device_count()):
+        usable = ", ".join(k for k, v in here.items() if v)
+        raise ValueError(f"--device={name} is not available on this machine: use one of {usable} (or leave it empty)")
+    return dev
+
+
+def cpu_has_bf16():
+    """Whether the CPU has native bf16 matrix instructions (x86 avx512_bf16 or AMX), from the flags in
+    /proc/cpuinfo; False where there is none (macOS, Windows), so that auto stays fp32 there."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = set(f.read().split())
+    except OSError:
+        return False
+    return bool(flags & {"avx512_bf16", "amx_bf16"})
+
+
+def autocast_for(dev, precision):
+    """(autocast context, name) for --precision: bf16 autocast, or fp32 without autocast. auto: bf16 on CUDA
+    and on CPUs with native bf16, fp32 elsewhere (MPS included, where fp32 is what every PyTorch supports)."""
+    if dev.type == "cuda":
+        torch.set_float32_matmul_precision("high")  # TF32 for any fp32 matmul left outside autocast
+        torch.backends.cudnn.allow_tf32 = True
+    auto = dev.type == "cuda" or (dev.type == "cpu" and cpu_has_bf16())
+    if precision == "fp32" or (precision == "auto" and not auto):
+        return nullcontext(), "fp32"
+    return torch.autocast(dev.type, dtype=torch.bfloat16), "bf16 autocast"
+
+
+def use_compile(value, dev):
+    """--compile: auto compiles on CUDA only (on a CPU it did not pay in our measurements; README, Speed)."""
+    return value.lower() == "true" or (value.lower() == "auto" and dev.type == "cuda")
+
+
+def hardware(dev):
+    if dev.type == "cuda":
+        return f"{torch.cuda.get_device_name(dev)}, torch {torch.__version__}"
+    name = platform.processor() or platform.machine()
+    if os.path.exists("/proc/cpuinfo"):
+        with open("/proc/cpuinfo") as f:
+            name = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), name)
+    return f"{dev.type.upper()} {name} x{os.cpu_count()} threads {torch.get_num_threads()}, torch {torch.__version__}"
+
+
+def _online(url, timeout=5.0):
+    """Whether the download host answers at all, so that a machine without network fails at once."""
+    try:
+        socket.create_connection((urlparse(url).hostname, 443), timeout=timeout).close()
+        return True
+    except OSError:
+        return False
+
+
+def download_if_missing(name, root, folder, files):
+    """<root>/<folder>/, downloaded and unpacked with torchvision when a file is missing and the host answers."""
+    import torchvision  # only here: the model and the init need torch alone
+    base = os.path.join(root, folder)
+    missing = [f for f in files if not os.path.exists(os.path.join(base, f))]
+    if missing:
+        tv = torchvision.datasets.CIFAR10 if name == "cifar10" else torchvision.datasets.CIFAR100
+        if not _online(tv.url):
+            raise SystemExit(
+                f"error: {name} not found: {base}/ lacks {', '.join(missing)}, and the download host cannot "
+                f"be reached (no network?). Put the official python-version files ({tv.filename}, unpacked) "
+                f"in {base}/, or pass --data_dir=<folder that holds {folder}/>. Without internet, "
+                f"README.md shows how to make a local copy.")
+        tv(root, train=True, download=True)  # downloads and unpacks into <root>/<folder>/
+    return base
+
+
+def unpickle(path, key):
+    """One file of CIFAR's python layout; a truncated or foreign file is a one-line error that names it."""
+    try:
+        with open(path, "rb") as f:
+            d = pickle.load(f, encoding="latin1")  # works for the official files and hand-made copies
+        ok = d["data"].ndim == 2 and d["data"].shape[1] == 3 * 32 * 32 and len(d["data"]) == len(d[key])
+    except Exception as e:
+        ok, why = False, f"{type(e).__name__}: {(str(e).splitlines() or [''])[0][:80]}"
+    else:
+        why = f"data {d['data'].shape}, {len(d[key])} labels"
+    if not ok:
+        raise ValueError(f"{path} is not a CIFAR batch file ({why}): replace it with the official one, or "
+                         f"delete the folder to download it again")
+    return d
+
+
+def load_svhn(root):
+    import torchvision
+    try:
+        splits = [torchvision.datasets.SVHN(root, split=s, download=False) for s in ("train", "test")]
+    except ImportError as e:
+        raise SystemExit(f"error: torchvision reads SVHN's .mat files with scipy: pip install scipy ({e})")
+    except RuntimeError:
+        url = torchvision.datasets.SVHN.split_list["train"][0]
+        if not _online(url):
+            raise SystemExit(f"error: SVHN not found in {root}/ and its download host cannot be reached. "
+                             f"Put train_32x32.mat and test_32x32.mat (from {url.rsplit('/', 1)[0]}/) "
+                             f"into {root}/, or pass --data_dir=<folder that holds them>.")
+        splits = [torchvision.datasets.SVHN(root, split=s, download=True) for s in ("train", "test")]
+    return tuple(t for s in splits for t in (torch.from_numpy(s.data), torch.from_numpy(s.labels).long()))
+
+
+# data: RandAugment (Cubuk et al. 2020) with torchvision's operations and magnitudes
+# (torchvision.transforms.v2.RandAugment._AUGMENTATION_SPACE, 31 bins), applied per sample on the
+# training device: each sample draws its own op and sign, and each (op, sign) group of the batch is
+# transformed at once. The law of each image's transform is that of torchvision's RandAugment.
+RA_OPS = ["Identity", "ShearX", "ShearY", "TranslateX", "TranslateY", "Rotate", "Brightness", "Color",
+          "Contrast", "Sharpness", "Posterize", "Solarize", "AutoContrast", "Equalize"]
+RA_SIGNED = {"ShearX", "ShearY", "TranslateX", "TranslateY", "Rotate", "Brightness", "Color", "Contrast",
+             "Sharpness"}
+
+
+def _ra_apply(x, op, m, bins=31):
+    """One RandAugment op on a uint8 batch (B, C, H, W) at magnitude bin m, signed magnitude if m < 0."""
+    from torchvision.transforms.v2 import functional as TF
+    sign, m = (-1.0 if m < 0 else 1.0), abs(m)
+    H, W = x.shape[-2:]
+    frac = m / (bins - 1)  # torchvision's linspace(0, top, bins)[m]
+    if op == "Identity":
+        return x
+    if op in ("ShearX", "ShearY"):
+        s = math.degrees(math.atan(sign * 0.3 * frac))
+        return TF.affine(x, angle=0.0, translate=[0, 0], scale=1.0, center=[0, 0],
+                         shear=[s, 0.0] if op == "ShearX" else [0.0, s])
+    if op in ("TranslateX", "TranslateY"):
+        t = int(sign * 150.0 / 331.0 * (W if op == "TranslateX" else H) * frac)
+        return TF.affine(x, angle=0.0, translate=[t, 0] if op == "TranslateX" else [0, t], scale=1.0,
+                         shear=[0.0, 0.0])
+    if op == "Rotate":
+        return TF.rotate(x, angle=sign * 30.0 * frac)
+    factor = 1.0 + sign * 0.9 * frac
+    if op == "Brightness":
+        return TF.adjust_brightness(x, factor)
+    if op == "Color":
+        return TF.adjust_saturation(x, factor)
+    if op == "Contrast":
+        return TF.adjust_contrast(x, factor)
+    if op == "Sharpness":
+        return TF.adjust_sharpness(x, factor)
+    if op == "Posterize":
+        return TF.posterize(x, bits=int(round(8 - m / ((bins - 1) / 4))))
+    if op == "Solarize":
+        return TF.solarize(x, threshold=255.0 * (1.0 - frac))
+    if op == "AutoContrast":
+        return TF.autocontrast(x)
+    return TF.equalize(x)
+
+
+def load_dataset(name, root):
+    """Returns (train_x, train_y, test_x, test_y): uint8 (N, 3, 32, 32) and int64 (N,) CPU tensors."""
+    if name not in DATASETS:
+        raise ValueError(f"unknown dataset {name!r}: use one of {', '.join(DATASETS)}")
+    if name == "svhn":
+        return load_svhn(root)
+    folder = DATASETS[name][0]
+    if name == "cifar10":
+        train_files, test_files, key = [f"data_batch_{i}" for i in range(1, 6)], ["test_batch"], "labels"
+    else:
+        train_files, test_files, key = ["train"], ["test"], "fine_labels"
+    base = download_if_missing(name, root, folder, train_files + test_files)
+
+    def read(files):  # the official python layout: pickled dicts of (N, 3072) uint8 rows and labels
+        parts = [unpickle(os.path.join(base, f), key) for f in files]
+        x = torch.cat([torch.as_tensor(p["data"], dtype=torch.uint8).reshape(-1, 3, 32, 32) for p in parts])
+        y = torch.cat([torch.as_tensor(p[key], dtype=torch.long) for p in parts])
+        return x, y
+
+    return (*read(train_files), *read(test_files))
+
+
 # figures (Fig. 1: weight products; Fig. 2: attention maps), with torchvision.utils, no matplotlib
 
 def colorize(v, anchors):
@@ -519,9 +952,29 @@ def weight_products(model):
     return qk, vo
 
 
-def save_figures(model, images, folder, clip=64, zoom=2):
+def attention_probs(attn, x):
+    """The attention maps of one layer, computed explicitly (SDPA does not return them): (B, h, N, N)."""
+    q, k, _ = rearrange(attn.qkv(x), "b n (three h k) -> three b h n k", three=3, h=attn.heads)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if getattr(attn, "causal", False):  # a language model's token i sees only tokens <= i
+        future = torch.ones(scores.shape[-2:], dtype=torch.bool, device=x.device).triu(1)
+        scores = scores.masked_fill(future, float("-inf"))
+    return torch.softmax(scores, dim=-1)
+
+
+@torch.no_grad()
+def attention_maps(model, x):
+    """Attention probabilities of every layer, averaged over heads and the batch: (depth, N, N)."""
+    x, maps = model.embed(x), []
+    for block in model.blocks:
+        maps.append(attention_probs(block.attn, block.norm1(x)).mean(dim=(0, 1)))
+        x = block(x)
+    return torch.stack(maps)
+
+
+def save_figures(model, inputs, folder, clip=64, zoom=2):
     """Write qk.png (Fig. 1 layout: columns are layers, rows are heads), vo.png (one panel a layer) and
-    attention.png (Fig. 2: each layer's attention averaged over heads and `images`, one panel a layer).
+    attention.png (each layer's attention averaged over heads and `inputs`, one panel a layer).
     Weight panels are the top-left clip x clip corner with a symmetric diverging scale (blue < 0 < red)."""
     import torchvision.utils as vutils
     os.makedirs(folder, exist_ok=True)
@@ -537,83 +990,19 @@ def save_figures(model, images, folder, clip=64, zoom=2):
     by_head = rearrange(torch.stack(qk), "layer head i j -> (head layer) i j")
     vutils.save_image(panels(by_head), paths[0], nrow=len(qk), padding=2, pad_value=1.0)
     vutils.save_image(panels(torch.stack(vo)), paths[1], nrow=len(vo), padding=2, pad_value=1.0)
-    maps = model.attention_maps(images).float().cpu()  # (depth, N, N)
+    maps = attention_maps(model, inputs).float().cpu()  # (depth, N, N); for an LM causal: 0 above the diagonal
     maps = maps / maps.amax(dim=(1, 2), keepdim=True)
     vutils.save_image(colorize(maps, SEQUENTIAL), paths[2], nrow=min(6, len(maps)), padding=2, pad_value=1.0)
     return paths
 
 
-# -----------------------------------------------------------------------------------------------
-# config parsing, checkpoints, main
-
-def parse_config(argv):
-    """--key=value over the globals above; values take the default's type; unknown keys are errors."""
-    defaults = {k: globals()[k] for k in config_keys}
-    cfg = dict(defaults)
-    for arg in argv:
-        if not arg.startswith("--") or "=" not in arg:
-            raise ValueError(f"bad argument {arg!r}: use --key=value, e.g. --epochs=10")
-        key, val = arg[2:].split("=", 1)
-        if key not in defaults:
-            raise ValueError(f"unknown config key {key!r}; known keys: {', '.join(config_keys)}")
-        kind = type(defaults[key])
-        try:
-            if kind is bool:
-                if val.lower() not in ("true", "false", "1", "0"):
-                    raise ValueError
-                cfg[key] = val.lower() in ("true", "1")
-            else:
-                cfg[key] = kind(val)
-        except ValueError:
-            raise ValueError(f"--{key}={val}: expected a {kind.__name__} like the default {defaults[key]!r}")
-    cfg = SimpleNamespace(**cfg)
-    if not cfg.out_dir:
-        cfg.out_dir = os.path.join("out", f"vit-{cfg.dataset}-{cfg.init}-seed{cfg.seed}")
-    return cfg
-
-
-# keys that may differ between a run and the checkpoint it resumes (all others must match)
-RESUME_FREE = {"resume", "stop_epoch", "compile", "device", "eval_batch_size", "log_interval", "data_dir",
-               "benchmark", "plot"}
-
-
-def check_resumable(saved, cfg, path):
-    diff = [f"{k}={saved.get(k)!r} there, {getattr(cfg, k)!r} here" for k in config_keys
-            if k not in RESUME_FREE and saved.get(k) != getattr(cfg, k)]
-    if diff:
-        raise ValueError(f"checkpoint {path} is from another config ({'; '.join(diff)}): pass the same "
-                         f"settings to resume, or a new --out_dir to start afresh")
-
-
-def save_checkpoint(path, state):
-    tmp = path + ".tmp"
-    torch.save(state, tmp)
-    os.replace(tmp, path)  # atomic: a crash leaves either the old checkpoint or the new one
-
-
-def model_config(cfg):
-    return ViTConfig(patch_size=cfg.patch_size, num_classes=DATASETS.get(cfg.dataset, ("", 10))[1],
-                     width=cfg.width, depth=cfg.depth, heads=cfg.heads, mlp_ratio=cfg.mlp_ratio,
-                     pos_emb=cfg.pos_emb, pos_scale=cfg.pos_scale, pos_trainable=cfg.pos_trainable)
-
-
-def build_model(cfg, dev):
-    """The ViT with its default init, then the mimetic init (seeded from cfg.seed), on dev."""
-    torch.manual_seed(cfg.seed)
-    model = ViT(model_config(cfg))
-    init_attention_(model, cfg.init, cfg.alpha1, cfg.beta1, cfg.alpha2, cfg.beta2, cfg.vo_sign,
-                    generator=torch.Generator().manual_seed(cfg.seed))
-    return model.to(dev)
-
-
-def hardware(dev):
-    if dev.type == "cuda":
-        return f"{torch.cuda.get_device_name(dev)}, torch {torch.__version__}"
-    name = platform.processor() or platform.machine()
-    if os.path.exists("/proc/cpuinfo"):
-        with open("/proc/cpuinfo") as f:
-            name = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), name)
-    return f"CPU {name} x{os.cpu_count()} threads {torch.get_num_threads()}, torch {torch.__version__}"
+def plot_figures(model, images, cfg):
+    """--plot: the figures for 64 test images, of the fresh model or (with --resume) of the checkpoint."""
+    mean, std = norm_stats(cfg.dataset, images.device)
+    folder = os.path.join(cfg.out_dir, "figures" if cfg.resume else "figures-init")
+    paths = save_figures(model.eval(), (images.float() / 255.0 - mean) / std, folder)
+    print("wrote " + ", ".join(paths))
+    return paths
 
 
 def train_flops_per_image(c):
@@ -623,186 +1012,43 @@ def train_flops_per_image(c):
     return 3 * (c.depth * per_layer + 2 * (n - 1) * c.in_channels * c.patch_size ** 2 * d)
 
 
-def run_benchmark(cfg, model, dev, amp, steps=20, warmup=5):
+def time_steps(step, sync, steps=20, warmup=5):
+    """Seconds per call of step() after warmup calls (compilation and allocation happen there)."""
+    for _ in range(warmup):
+        step()
+    sync()
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        step()
+    sync()
+    return (time.perf_counter() - t0) / steps
+
+
+def run_benchmark(cfg, model, dev, amp, prec):
+    """--benchmark: training steps on synthetic input (and the augmentation alone), one line of results."""
     c = model.config
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-    net = torch.compile(model) if cfg.compile and dev.type == "cuda" else model
+    net = torch.compile(model) if use_compile(cfg.compile, dev) else model
     x = torch.randn(cfg.batch_size, 3, c.image_size, c.image_size, device=dev)
     y = torch.randint(c.num_classes, (cfg.batch_size,), device=dev)
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
-    for i in range(warmup + steps):
-        if i == warmup:
-            sync()
-            t0 = time.perf_counter()
+
+    def step():
         with amp:
-            loss = F.cross_entropy(net(x), y)
+            loss = F.cross_entropy(net(x).float(), y)
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
-    sync()
-    ips = steps * cfg.batch_size / (time.perf_counter() - t0)
-    # the augmentation pipeline alone, on the same device
-    gen, mean, std = torch.Generator().manual_seed(0), *norm_stats(cfg.dataset, dev)
-    xb = torch.randint(256, (cfg.batch_size, 3, c.image_size, c.image_size), dtype=torch.uint8, device=dev)
-    augment(xb, gen, cfg, mean, std)
-    sync()
-    t0 = time.perf_counter()
-    for _ in range(5):
-        augment(xb, gen, cfg, mean, std)
-    sync()
-    aug_ips = 5 * cfg.batch_size / (time.perf_counter() - t0)
-    tflops = ips * train_flops_per_image(c) / 1e12
-    prec = "bf16 autocast" if dev.type == "cuda" else "fp32"
+
+    ips = cfg.batch_size / time_steps(step, sync)
+    gen, (mean, std) = torch.Generator().manual_seed(0), norm_stats(cfg.dataset, dev)
+    xb = torch.randint(256, (cfg.batch_size, 3, 32, 32), dtype=torch.uint8, device=dev)
+    aug_ips = cfg.batch_size / time_steps(lambda: augment(xb, gen, cfg, mean, std), sync, steps=5, warmup=1)
     print(f"augmentation pipeline: {aug_ips:.0f} img/s")
-    print(f"benchmark: {ips:.0f} img/s | {tflops:.2f} TFLOP/s (model matmuls) | {hardware(dev)} | {prec} | "
-          f"compile {cfg.compile and dev.type == 'cuda'} | width {c.width} depth {c.depth} heads {c.heads} "
-          f"patch {c.patch_size} batch {cfg.batch_size}")
+    print(f"benchmark: {ips:.0f} img/s | {ips * train_flops_per_image(c) / 1e12:.2f} TFLOP/s (model matmuls) | "
+          f"{hardware(dev)} | {prec} | compile {use_compile(cfg.compile, dev)} | width {c.width} depth {c.depth} "
+          f"heads {c.heads} patch {c.patch_size} image {c.image_size} batch {cfg.batch_size}")
     return ips
-
-
-def norm_stats(name, dev):
-    mean, std = MEAN_STD.get(name, MEAN_STD["cifar10"])
-    return (torch.tensor(mean, device=dev).view(1, 3, 1, 1), torch.tensor(std, device=dev).view(1, 3, 1, 1))
-
-
-def main(argv=None):
-    cfg = parse_config(sys.argv[1:] if argv is None else argv)
-    dev = torch.device(cfg.device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    if dev.type == "cuda":
-        torch.set_float32_matmul_precision("high")  # TF32 for any fp32 matmul left outside autocast
-        torch.backends.cudnn.allow_tf32 = True
-    amp = torch.autocast("cuda", dtype=torch.bfloat16) if dev.type == "cuda" else nullcontext()
-    print("config: " + " ".join(f"{k}={v}" for k, v in vars(cfg).items()))
-    model = build_model(cfg, dev)
-    print(f"model: {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters, "
-          f"{model.config.num_tokens} tokens, {hardware(dev)}")
-    ckpt_path = os.path.join(cfg.out_dir, "ckpt.pt")
-    ckpt = None
-    if cfg.resume:
-        if not os.path.exists(ckpt_path):
-            raise ValueError(f"--resume=True but there is no checkpoint at {ckpt_path}: check --out_dir")
-        ckpt = torch.load(ckpt_path, map_location="cpu", weights_only=False)
-        check_resumable(ckpt["config"], cfg, ckpt_path)
-        model.load_state_dict(ckpt["model"])
-    if cfg.benchmark:
-        return run_benchmark(cfg, model, dev, amp)
-
-    train_x, train_y, test_x, test_y = load_dataset(cfg.dataset, cfg.data_dir)
-    if cfg.train_subset:
-        train_x, train_y = train_x[:cfg.train_subset], train_y[:cfg.train_subset]
-    if len(train_x) < cfg.batch_size:
-        raise ValueError(f"{len(train_x)} training images but batch_size {cfg.batch_size}: lower --batch_size")
-    train_x, train_y, test_x, test_y = (t.to(dev) for t in (train_x, train_y, test_x, test_y))
-    mean, std = norm_stats(cfg.dataset, dev)
-    if cfg.plot:
-        paths = save_figures(model.eval(), (test_x[:64].float() / 255.0 - mean) / std,
-                             os.path.join(cfg.out_dir, "figures" if cfg.resume else "figures-init"))
-        print("wrote " + ", ".join(paths))
-        return paths
-
-    decay, no_decay = [], []  # decay matrices only, not biases, norms or tokens (our choice, as nanoGPT)
-    for n, p in model.named_parameters():
-        (decay if p.dim() >= 2 and n not in ("pos_embed", "cls_token") else no_decay).append(p)
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
-                             {"params": no_decay, "weight_decay": 0.0}], lr=cfg.lr, betas=(0.9, 0.999),
-                            fused=dev.type == "cuda")
-    steps_per_epoch = len(train_x) // cfg.batch_size  # the last partial batch is dropped (fixed shapes)
-    total_steps = cfg.epochs * steps_per_epoch
-    warmup_steps = max(1, round(cfg.warmup_frac * total_steps))
-
-    def lr_at(step):  # linear warmup, then cosine decay to 0 (our choice)
-        if step < warmup_steps:
-            return cfg.lr * (step + 1) / warmup_steps
-        return cfg.lr * 0.5 * (1 + math.cos(math.pi * (step - warmup_steps) / max(1, total_steps - warmup_steps)))
-
-    gen = torch.Generator().manual_seed(cfg.seed)  # all data randomness: order, flips, RandAugment, Cutout
-    history, start_epoch, elapsed = [], 0, 0.0
-    if ckpt is not None:
-        opt.load_state_dict(ckpt["optimizer"])
-        gen.set_state(ckpt["data_rng"])
-        torch.set_rng_state(ckpt["cpu_rng"])
-        if dev.type == "cuda" and ckpt.get("cuda_rng") is not None:
-            torch.cuda.set_rng_state(ckpt["cuda_rng"], dev)
-        history, start_epoch, elapsed = ckpt["history"], ckpt["epoch"], ckpt["elapsed"]
-        print(f"resumed from {ckpt_path} after epoch {start_epoch}")
-    net = model
-    if cfg.compile and dev.type == "cuda":
-        net = torch.compile(model)  # the checkpoint is always saved from `model`, never from `net`
-    os.makedirs(cfg.out_dir, exist_ok=True)
-
-    step = start_epoch * steps_per_epoch
-    t_start, t_log, seen = time.perf_counter(), time.perf_counter(), 0
-    for epoch in range(start_epoch + 1, cfg.epochs + 1):
-        perm = torch.randperm(len(train_x), generator=gen).to(dev)
-        epoch_stats, log_stats = torch.zeros(2, device=dev), torch.zeros(2, device=dev)  # (loss sum, correct)
-        count, log_count = 0, 0
-        for i in range(steps_per_epoch):
-            idx = perm[i * cfg.batch_size:(i + 1) * cfg.batch_size]
-            xb, yb = augment(train_x[idx], gen, cfg, mean, std), train_y[idx]
-            for group in opt.param_groups:
-                group["lr"] = lr_at(step)
-            with amp:
-                logits = net(xb)
-            loss = F.cross_entropy(logits.float(), yb)
-            loss.backward()
-            if cfg.grad_clip > 0:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-            step += 1
-            batch_stats = torch.stack([loss.detach() * len(yb), (logits.argmax(-1) == yb).sum()])
-            epoch_stats += batch_stats
-            log_stats += batch_stats
-            count += len(yb)
-            log_count += len(yb)
-            seen += len(yb)
-            if step % cfg.log_interval == 0 or i == steps_per_epoch - 1:
-                l, hits = log_stats.tolist()  # syncs once per interval
-                l /= log_count
-                if not math.isfinite(l):
-                    stop_on_nan(step, epoch, ckpt_path)
-                now = time.perf_counter()
-                print(f"step {step}/{total_steps} | epoch {epoch} | loss {l:.4f} | "
-                      f"acc {100 * hits / log_count:.1f} | lr {lr_at(step - 1):.1e} | "
-                      f"{seen / (now - t_log):.0f} img/s")
-                t_log, seen = now, 0
-                log_stats.zero_()
-                log_count = 0
-        train_loss, train_correct = (v / count for v in epoch_stats.tolist())
-        if not math.isfinite(train_loss):
-            stop_on_nan(step, epoch, ckpt_path)
-        test_loss, test_acc = evaluate(net, test_x, test_y, mean, std, cfg.eval_batch_size, amp)
-        t_log = time.perf_counter()  # evaluation is not counted in training img/s
-        elapsed_now = elapsed + time.perf_counter() - t_start
-        history.append({"epoch": epoch, "train_loss": train_loss, "train_acc": 100 * train_correct,
-                        "test_loss": test_loss, "test_acc": test_acc, "elapsed_s": round(elapsed_now, 1)})
-        print(f"epoch {epoch}/{cfg.epochs} | train loss {train_loss:.4f} | test loss {test_loss:.4f} | "
-              f"test acc {test_acc:.2f} | {elapsed_now / 60:.1f} min")
-        save_checkpoint(ckpt_path, {
-            "model": model.state_dict(), "optimizer": opt.state_dict(), "epoch": epoch, "step": step,
-            "data_rng": gen.get_state(), "cpu_rng": torch.get_rng_state(),
-            "cuda_rng": torch.cuda.get_rng_state(dev) if dev.type == "cuda" else None,
-            "config": vars(cfg), "history": history, "elapsed": elapsed_now})
-        if cfg.stop_epoch and epoch == cfg.stop_epoch and epoch < cfg.epochs:
-            print(f"stopping after epoch {epoch} (--stop_epoch); continue with --resume=True")
-            return None
-
-    results = {"config": vars(cfg), "model_config": asdict(model.config),
-               "final_test_acc": history[-1]["test_acc"] if history else None,
-               "epochs_done": len(history), "history": history,
-               "wall_time_s": round(history[-1]["elapsed_s"] if history else 0.0, 1),
-               "hardware": hardware(dev), "command": "python mimetic_vit.py " + " ".join(
-                   sys.argv[1:] if argv is None else argv)}
-    with open(os.path.join(cfg.out_dir, "results.json"), "w") as f:
-        json.dump(results, f, indent=1)
-    print(f"final test accuracy {results['final_test_acc']:.2f} | wrote {os.path.join(cfg.out_dir, 'results.json')}")
-    return results
-
-
-def stop_on_nan(step, epoch, ckpt_path):
-    kept = f"the last good checkpoint ({ckpt_path}) is kept" if os.path.exists(ckpt_path) else "no checkpoint yet"
-    raise SystemExit(f"error: the training loss is not finite at step {step} (epoch {epoch}); stopping. "
-                     f"{kept}. Try a lower --lr (with --grad_clip > 0) in a new --out_dir.")
 
 
 if __name__ == "__main__":

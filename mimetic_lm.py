@@ -78,7 +78,7 @@ seq_len = 400             # training context and evaluation window (Bai et al. 2
 eval_stride = 320         # evaluation scores this many new tokens per window (at most seq_len), each with at
                           # least seq_len - eval_stride tokens of context (Bai et al. "validseqlen": char 320, word 40)
 # optimisation (Sec. 7: "training setup identical to Bai et al. (2018)": 100 epochs, lr reduced on plateau)
-epochs = 100
+epochs = 100              # passes over the training set (Bai et al. 2018 and Sec. 7: 100)
 batch_size = 32           # sequences per step, over all processes (Bai et al. 2018 char: 32, word: 16)
 lr = 5e-4                 # AdamW peak learning rate (our choice: Bai et al.'s SGD at lr 4 is for TCNs; AdamW
                           # is what Transformers are trained with, and the paper does not name its optimizer)
@@ -89,7 +89,7 @@ lr_decay = 0.1            # plateau rule of Bai et al. 2018: after epoch plateau
 plateau_window = 3        # lr_decay when the validation loss exceeds (characters) or does not improve on
 plateau_after = 5         # (words) the max of the previous plateau_window epochs (char: 3, x0.1; word: 5, x0.5)
 # system
-seed = 0
+seed = 0                  # the default init, the mimetic noise, the data order and augmentation
 device = ""               # "" = cuda if available, else mps if available, else cpu (torchrun: cuda:LOCAL_RANK)
 precision = "auto"        # auto | bf16 | fp32. auto = bf16 autocast on CUDA and on CPUs with native bf16
                           # (avx512_bf16 or amx_bf16 in /proc/cpuinfo), fp32 elsewhere (mps included)

@@ -72,20 +72,20 @@ ra_m = 9                  # RandAugment: magnitude, 0-30 of 31 bins (torchvision
 cutout = 16               # Cutout square side in pixels (DeVries & Taylor 2017 for CIFAR-10; our choice)
 hflip = True              # random horizontal flip (standard for CIFAR; our choice, not in the paper)
 # optimisation (Sec. 5.1: batch 512, AdamW, lr 3e-3, weight decay 0.01, 100 epochs)
-epochs = 100
-batch_size = 512
+epochs = 100              # passes over the training set
+batch_size = 512          # images per step (Sec. 5.1)
 lr = 3e-3                 # peak learning rate
 weight_decay = 0.01       # applied to matrices only, not to biases, norms, tokens (our choice, as nanoGPT)
 warmup_frac = 0.05        # linear warmup over this fraction of steps, then cosine to 0 (our choice: the paper
                           # gives no schedule; 0.05 = 5 of 100 epochs)
 grad_clip = 1.0           # clip the global gradient norm (our choice; 0 = off)
 # system
-seed = 0
+seed = 0                  # the default init, the mimetic noise, the data order and augmentation
 device = ""               # "" = cuda if available, else mps if available, else cpu
 precision = "auto"        # auto | bf16 | fp32. auto = bf16 autocast on CUDA and on CPUs with native bf16
                           # (avx512_bf16 or amx_bf16 in /proc/cpuinfo), fp32 elsewhere (mps included)
 compile = "auto"          # torch.compile the model: auto (CUDA only; on CPU it does not pay) | true | false
-eval_batch_size = 1024
+eval_batch_size = 1024    # test images per forward pass
 log_interval = 50         # steps between log lines
 out_dir = ""              # "" = out/vit-<dataset>-<init>-seed<seed>[-<hash of the other changed keys>]
 resume = False            # continue from <out_dir>/ckpt.pt (or plot it, with --plot)
@@ -868,39 +868,31 @@ RA_SIGNED = {"ShearX", "ShearY", "TranslateX", "TranslateY", "Rotate", "Brightne
 
 
 def _ra_apply(x, op, m, bins=31):
-    """One RandAugment op on a uint8 batch (B, C, H, W) at magnitude bin m, signed magnitude if m < 0."""
+    """One RandAugment op on a uint8 batch (B, C, H, W) at magnitude bin m (negated if m < 0), computed as
+    torchvision does (v2.RandAugment: the magnitude is float32 linspace(0, top, bins)[m], then signed)."""
     from torchvision.transforms.v2 import functional as TF
-    sign, m = (-1.0 if m < 0 else 1.0), abs(m)
     H, W = x.shape[-2:]
-    frac = m / (bins - 1)  # torchvision's linspace(0, top, bins)[m]
-    if op == "Identity":
-        return x
-    if op in ("ShearX", "ShearY"):
-        s = math.degrees(math.atan(sign * 0.3 * frac))
-        return TF.affine(x, angle=0.0, translate=[0, 0], scale=1.0, center=[0, 0],
-                         shear=[s, 0.0] if op == "ShearX" else [0.0, s])
-    if op in ("TranslateX", "TranslateY"):
-        t = int(sign * 150.0 / 331.0 * (W if op == "TranslateX" else H) * frac)
-        return TF.affine(x, angle=0.0, translate=[t, 0] if op == "TranslateX" else [0, t], scale=1.0,
-                         shear=[0.0, 0.0])
-    if op == "Rotate":
-        return TF.rotate(x, angle=sign * 30.0 * frac)
-    factor = 1.0 + sign * 0.9 * frac
-    if op == "Brightness":
-        return TF.adjust_brightness(x, factor)
-    if op == "Color":
-        return TF.adjust_saturation(x, factor)
-    if op == "Contrast":
-        return TF.adjust_contrast(x, factor)
-    if op == "Sharpness":
-        return TF.adjust_sharpness(x, factor)
-    if op == "Posterize":
-        return TF.posterize(x, bits=int(round(8 - m / ((bins - 1) / 4))))
-    if op == "Solarize":
-        return TF.solarize(x, threshold=255.0 * (1.0 - frac))
-    if op == "AutoContrast":
-        return TF.autocontrast(x)
-    return TF.equalize(x)
+    top = {"ShearX": 0.3, "ShearY": 0.3, "TranslateX": 150.0 / 331.0 * W, "TranslateY": 150.0 / 331.0 * H,
+           "Rotate": 30.0, "Brightness": 0.9, "Color": 0.9, "Contrast": 0.9, "Sharpness": 0.9}.get(op, 0.0)
+    v = float(torch.linspace(0.0, top, bins)[abs(m)]) * (-1.0 if m < 0 else 1.0)
+    shear = math.degrees(math.atan(v))
+    ops = {
+        "Identity": lambda: x,
+        "ShearX": lambda: TF.affine(x, angle=0.0, translate=[0, 0], scale=1.0, shear=[shear, 0.0], center=[0, 0]),
+        "ShearY": lambda: TF.affine(x, angle=0.0, translate=[0, 0], scale=1.0, shear=[0.0, shear], center=[0, 0]),
+        "TranslateX": lambda: TF.affine(x, angle=0.0, translate=[int(v), 0], scale=1.0, shear=[0.0, 0.0]),
+        "TranslateY": lambda: TF.affine(x, angle=0.0, translate=[0, int(v)], scale=1.0, shear=[0.0, 0.0]),
+        "Rotate": lambda: TF.rotate(x, angle=v),
+        "Brightness": lambda: TF.adjust_brightness(x, 1.0 + v),
+        "Color": lambda: TF.adjust_saturation(x, 1.0 + v),
+        "Contrast": lambda: TF.adjust_contrast(x, 1.0 + v),
+        "Sharpness": lambda: TF.adjust_sharpness(x, 1.0 + v),
+        "Posterize": lambda: TF.posterize(x, bits=int((8 - torch.arange(bins) / ((bins - 1) / 4)).round().int()[abs(m)])),
+        "Solarize": lambda: TF.solarize(x, threshold=255.0 * float(torch.linspace(1.0, 0.0, bins)[abs(m)])),
+        "AutoContrast": lambda: TF.autocontrast(x),
+        "Equalize": lambda: TF.equalize(x),
+    }
+    return ops[op]()
 
 
 def load_dataset(name, root):

@@ -842,19 +842,33 @@ def unpickle(path, key):
 
 
 def load_svhn(root):
-    import torchvision
+    """SVHN's official train_32x32.mat and test_32x32.mat in root, read with scipy as torchvision reads them
+    (without its md5 check, so copies work), downloaded with torchvision when missing and online."""
     try:
-        splits = [torchvision.datasets.SVHN(root, split=s, download=False) for s in ("train", "test")]
-    except ImportError as e:
-        raise SystemExit(f"error: torchvision reads SVHN's .mat files with scipy: pip install scipy ({e})")
-    except RuntimeError:
+        import scipy.io
+    except ImportError:
+        raise SystemExit("error: SVHN's .mat files are read with scipy, which is not installed: pip install scipy")
+    paths = [os.path.join(root, f"{split}_32x32.mat") for split in ("train", "test")]
+    if not all(os.path.exists(p) for p in paths):
+        import torchvision
         url = torchvision.datasets.SVHN.split_list["train"][0]
         if not _online(url):
             raise SystemExit(f"error: SVHN not found in {root}/ and its download host cannot be reached. "
                              f"Put train_32x32.mat and test_32x32.mat (from {url.rsplit('/', 1)[0]}/) "
                              f"into {root}/, or pass --data_dir=<folder that holds them>.")
-        splits = [torchvision.datasets.SVHN(root, split=s, download=True) for s in ("train", "test")]
-    return tuple(t for s in splits for t in (torch.from_numpy(s.data), torch.from_numpy(s.labels).long()))
+        for split in ("train", "test"):
+            torchvision.datasets.SVHN(root, split=split, download=True)
+    out = []
+    for path in paths:
+        try:
+            mat = scipy.io.loadmat(path)
+            x = torch.from_numpy(mat["X"]).permute(3, 2, 0, 1).contiguous()  # (32, 32, 3, N) -> (N, 3, 32, 32)
+            y = torch.from_numpy(mat["y"].astype("int64")).flatten() % 10    # the digit 0 is labelled 10
+        except Exception as e:
+            raise ValueError(f"{path} is not an SVHN .mat file ({type(e).__name__}): replace it with the "
+                             f"official one") from None
+        out += [x, y]
+    return tuple(out)
 
 
 # data: RandAugment (Cubuk et al. 2020) with torchvision's operations and magnitudes

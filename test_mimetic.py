@@ -588,6 +588,27 @@ def test_missing_data_without_network_fails_fast(tmp_path, monkeypatch):
         mv.load_dataset("mnist", str(tmp_path))
 
 
+def test_svhn_official_layout_read_as_torchvision_reads_it(tmp_path, monkeypatch):
+    """Tiny train_32x32.mat / test_32x32.mat in SVHN's layout (X: 32 x 32 x 3 x N uint8, y: N x 1 with the
+    digit 0 labelled 10), loaded by our reader and by torchvision's SVHN (its md5 check switched off)."""
+    sio = pytest.importorskip("scipy.io", reason="SVHN's .mat files need scipy (not in requirements.txt)")
+    import torchvision
+    g = torch.Generator().manual_seed(0)
+    for split, n in (("train", 12), ("test", 7)):
+        X = torch.randint(256, (32, 32, 3, n), generator=g, dtype=torch.uint8).numpy()
+        y = (torch.arange(n) % 10 + 1).view(n, 1).numpy()
+        sio.savemat(str(tmp_path / f"{split}_32x32.mat"), {"X": X, "y": y})
+    tx, ty, vx, vy = mv.load_dataset("svhn", str(tmp_path))
+    assert tx.shape == (12, 3, 32, 32) and vx.shape == (7, 3, 32, 32) and tx.dtype == torch.uint8
+    assert ty.tolist() == [(i % 10 + 1) % 10 for i in range(12)] and 0 in ty.tolist() and 10 not in ty.tolist()
+    monkeypatch.setattr(torchvision.datasets.SVHN, "_check_integrity", lambda self: True)
+    ref = torchvision.datasets.SVHN(str(tmp_path), split="train")
+    assert torch.equal(tx, torch.from_numpy(ref.data)) and ty.tolist() == ref.labels.tolist()
+    (tmp_path / "test_32x32.mat").write_bytes(b"not a mat file")
+    with pytest.raises(ValueError, match="test_32x32.mat is not an SVHN .mat file"):
+        mv.load_dataset("svhn", str(tmp_path))
+
+
 def test_augment_is_per_sample_and_seeded():
     cfg = mv.parse_config(["--cutout=0", "--hflip=False"])
     mean, std = mv.norm_stats("cifar10", "cpu")

@@ -1214,6 +1214,6 @@ if __name__ == "__main__":
         main()
     except ValueError as e:
         raise SystemExit(f"error: {e}")
-    finally:
-        if dist.is_initialized():
+    finally:  # gloo's destroy_process_group() can hang at exit (pytorch#75097); the process exit frees it
+        if dist.is_initialized() and dist.get_backend() == "nccl":
             dist.destroy_process_group()

@@ -83,7 +83,8 @@ batch_size = 32           # sequences per step, over all processes (Bai et al. 2
 lr = 5e-4                 # AdamW peak learning rate (our choice: Bai et al.'s SGD at lr 4 is for TCNs; AdamW
                           # is what Transformers are trained with, and the paper does not name its optimizer)
 weight_decay = 0.01       # matrices only, not biases and norms (our choice, as mimetic_vit.py)
-warmup_steps = 1000       # linear warmup (our choice; Transformers with Adam need one, Bai et al. have none)
+warmup_steps = -1         # linear warmup steps; -1 = 5% of the run's steps, as mimetic_vit.py's warmup_frac
+                          # (our choice; Transformers with Adam need one, Bai et al. have none)
 grad_clip = 1.0           # clip the global gradient norm (our choice; Bai et al.'s 0.15 / 0.35 go with SGD)
 lr_decay = 0.1            # plateau rule of Bai et al. 2018: after epoch plateau_after, multiply the lr by
 plateau_window = 3        # lr_decay when the validation loss exceeds (characters) or does not improve on
@@ -450,6 +451,7 @@ def train(model, data, cfg, dev, amp, ckpt=None, rank=0, world=1):
     if steps_per_epoch < 1:
         raise ValueError(f"{len(train_ids):,} training tokens make {num_segments} sequences of {L}, fewer than "
                          f"batch_size {B}: lower --batch_size or --seq_len")
+    warmup = cfg.warmup_steps if cfg.warmup_steps >= 0 else round(0.05 * cfg.epochs * steps_per_epoch)
     opt = make_optimizer(model, cfg.lr, cfg.weight_decay, dev)
     gen = torch.Generator().manual_seed(cfg.seed)  # data order: the same on every rank
     torch.manual_seed(cfg.seed + 1 + rank)         # dropout: its own stream per rank
@@ -467,7 +469,7 @@ def train(model, data, cfg, dev, amp, ckpt=None, rank=0, world=1):
             seg = perm[i * B + rank * b:i * B + (rank + 1) * b]
             chunk = train_ids[offset + seg[:, None] * L + arange].long()  # (b, L + 1)
             xb, yb = chunk[:, :-1], chunk[:, 1:]                          # (b, L) each
-            lr = get_lr(step, cfg.warmup_steps, cfg.lr, s["lr_scale"])
+            lr = get_lr(step, warmup, cfg.lr, s["lr_scale"])
             for group in opt.param_groups:
                 group["lr"] = lr
             with amp:
@@ -491,7 +493,7 @@ def train(model, data, cfg, dev, amp, ckpt=None, rank=0, world=1):
         t_start = time.perf_counter()
         name, value = metric(val_loss, level)
         s["history"].append({"epoch": epoch, "train_loss": train_loss, "val_loss": val_loss, f"val_{name}": value,
-                             "lr": get_lr(step - 1, cfg.warmup_steps, cfg.lr, s["lr_scale"]), "elapsed_s": s["elapsed"]})
+                             "lr": get_lr(step - 1, warmup, cfg.lr, s["lr_scale"]), "elapsed_s": s["elapsed"]})
         improved = val_loss < s["best_val"]
         s["best_val"] = min(val_loss, s["best_val"])
         print(f"epoch {epoch}/{cfg.epochs} | train loss {train_loss:.4f} | val loss {val_loss:.4f} | "
@@ -584,8 +586,8 @@ RULES = [(k, lambda v: v > 0, "must be positive") for k in
          ("width", "heads", "mlp_ratio", "epochs", "batch_size", "lr", "eval_batch_size", "log_interval",
           "seq_len", "eval_stride", "temperature", "plateau_window")] + \
         [(k, lambda v: v >= 0, "must be 0 or more") for k in
-         ("train_subset", "weight_decay", "grad_clip", "stop_epoch", "pos_scale", "warmup_steps",
-          "plateau_after", "sample")] + [
+         ("train_subset", "weight_decay", "grad_clip", "stop_epoch", "pos_scale", "plateau_after", "sample")] + [
+    ("warmup_steps", lambda v: v >= -1, "must be -1 (5% of the run) or 0 or more"),
     ("depth", lambda v: v >= 1, "must be at least 1 (a Transformer needs a block for the init to act on)"),
     *[(k, lambda v: 0 <= v <= 1, "is outside [0, 1], the range the paper defines (Sec. 4)")
       for k in ("alpha1", "beta1", "alpha2", "beta2")],

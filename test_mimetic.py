@@ -783,6 +783,17 @@ def test_lm_schedule_values_and_plateau_rule():
     assert lm.plateau_factor(hist, 2.4, wcfg, "word") == 1.0
 
 
+def test_lm_default_warmup_follows_the_run_length(tmp_path):
+    """--warmup_steps=-1 (the default) warms up over 5% of the run, so a short run reaches the peak lr."""
+    write_corpus(str(tmp_path / "ptb"), lines=(300, 20, 20))
+    args = [a for a in LM_TINY if not a.startswith("--warmup_steps")] + [f"--data_dir={tmp_path}", "--epochs=2"]
+    res = lm.main(args + [f"--out_dir={tmp_path / 'a'}"])
+    steps = res["history"][-1]["lr"], res["config"]["warmup_steps"]
+    assert steps == (3e-3, -1)  # at the peak after the 5% warmup (no plateau step in 2 epochs)
+    res = lm.main(args + [f"--out_dir={tmp_path / 'b'}", "--warmup_steps=1000"])
+    assert res["history"][-1]["lr"] < 3e-3 / 10  # an explicit value is taken as it is
+
+
 def test_weight_decay_on_matrices_only():
     model = small_vit()
     opt = mv.make_optimizer(model, 1e-3, 0.05, torch.device("cpu"))

@@ -16,7 +16,7 @@ CPU smoke run (about a minute on 2 cores):
 Other modes:
     python mimetic_vit.py --help                     # every config key with its default and why
     python mimetic_vit.py --benchmark=True           # img/s of forward+backward+step, synthetic input
-    python mimetic_vit.py --plot=True                # PNG figures of W_Q W_K^T, W_V W_proj, attention
+    python mimetic_vit.py --plot=True                # PNG figures of W_Q W_K^T, W_V W_proj, attention, Fig. 3
 Expected results (README.md links every number to its results file and log):
   - paper, Table 1, ViT-Tiny, 100 epochs on CIFAR-10: 86.07% (default init) -> 90.78% (mimetic);
     ours on a GPU: not yet measured.

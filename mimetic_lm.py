@@ -62,7 +62,7 @@ emb_dropout = 0.1         # elementwise, on the summed input embeddings (Bai et 
 word_dropout = 0.0        # Sec. 7 "word-level embedding dropout" (whole embedding vectors), word level only:
                           # p of dropping a word's vector for a whole batch (Merity et al. 2018; our choice)
 # init (Sec. 7: a1 = 0, b1 = 0.5, a2 = b2 = 0.2, chosen on char-level PTB and kept for the word tasks)
-init = "mimetic"          # mimetic | default | qk | vo  (the ablations of Table 2, as in mimetic_vit.py)
+init = "mimetic"          # mimetic | default | qk | vo (Table 2's ablations) | simple (Sec. 4), as mimetic_vit.py
 alpha1 = 0.0              # a1: noise weight in W_Q W_K^T ~ a1 Z1 + b1 I (eq 1). a1 = 0 makes the SVD of b1 I
                           # degenerate; we keep eqs 5-7 literally: every head gets W_Q = W_K = sqrt(b1) I[:, :k]
                           # (why: the comment at eq 5 in mimetic_init_; tested by test_eq5_a1_zero_is_literal)
@@ -321,7 +321,25 @@ def mimetic_init_(qkv_weight, proj_weight, num_heads, alpha1=0.0, beta1=0.5, alp
             qkv_weight[d + h * k:d + (h + 1) * k] = W_K.T      # k rows of head h hold W_K^T
 
 
-INITS = ("mimetic", "default", "qk", "vo")
+@torch.no_grad()
+def simple_init_(qkv_weight, proj_weight, num_heads, generator=None):
+    """Sec. 4's "simplest technique", in place, same weight layout and draw order as mimetic_init_:
+    per head W_Q^h = W_K^h = Z_h (d x k, N(0, 1/k) entries), so W_Q^h W_K^h^T = Z_h Z_h^T; and W_V = Z,
+    W_proj = -Z (d x d, N(0, 1/d)), so the layer applies W_V W_proj^T = -Z Z^T. Fig. 3: however Z is
+    scaled, noise and diagonal keep one ratio, which is why the paper uses mimetic_init_ instead."""
+    d = proj_weight.shape[0]
+    k = d // num_heads
+    dev = generator.device if generator is not None else torch.device("cpu")
+    for h in range(num_heads):
+        Z_h = torch.randn(d, k, generator=generator, dtype=torch.float64, device=dev) / math.sqrt(k)
+        qkv_weight[h * k:(h + 1) * k] = Z_h.T                  # q rows of head h hold W_Q^T
+        qkv_weight[d + h * k:d + (h + 1) * k] = Z_h.T          # k rows of head h hold W_K^T = W_Q^T
+    Z = torch.randn(d, d, generator=generator, dtype=torch.float64, device=dev) / math.sqrt(d)
+    qkv_weight[2 * d:] = Z.T                                   # v rows hold W_V^T
+    proj_weight.copy_(-Z)                                      # W_proj = -Z
+
+
+INITS = ("mimetic", "default", "qk", "vo", "simple")
 
 
 @torch.no_grad()
@@ -330,12 +348,16 @@ def init_attention_(model, init, alpha1, beta1, alpha2, beta2, vo_sign=-1, gener
 
     init: mimetic (both products) | qk (only W_Q, W_K) | vo (only W_V, W_proj) | default (none): the
     arms of Table 2. Every arm draws the same noise, so an ablation shares its draws with the full init.
+    simple: Sec. 4's simplest technique (simple_init_) instead.
     """
     if init not in INITS:
         raise ValueError(f"unknown init {init!r}: use one of {', '.join(INITS)}")
     if init == "default":
         return
     for block in model.blocks:
+        if init == "simple":
+            simple_init_(block.attn.qkv.weight, block.attn.proj.weight, block.attn.heads, generator)
+            continue
         mimetic_init_(block.attn.qkv.weight, block.attn.proj.weight, block.attn.heads, alpha1, beta1, alpha2,
                       beta2, generator, vo_sign, init_qk=init != "vo", init_vo=init != "qk")
 

@@ -16,7 +16,7 @@ CPU smoke run (about a minute on 2 cores):
 Other modes:
     python mimetic_vit.py --help                     # every config key with its default and why
     python mimetic_vit.py --benchmark=True           # img/s of forward+backward+step, synthetic input
-    python mimetic_vit.py --plot=True                # PNG figures of W_Q W_K^T, W_V W_proj, attention
+    python mimetic_vit.py --plot=True                # PNG figures of W_Q W_K^T, W_V W_proj, attention, Fig. 3
 Expected results (README.md links every number to its results file and log):
   - paper, Table 1, ViT-Tiny, 100 epochs on CIFAR-10: 86.07% (default init) -> 90.78% (mimetic);
     ours on a GPU: not yet measured.
@@ -57,15 +57,18 @@ pos_emb = "sinusoidal"    # sinusoidal (Sec. 5.1) | learned (Table 2 "random pos
 pos_scale = 1.0           # g, multiplies the position embeddings (Fig. 4); 1 = standard (our choice)
 pos_trainable = True      # position embeddings are a parameter initialised as above (our choice, as timm)
 # init (Sec. 4; Sec. 5.1 uses a1 = b1 = 0.7, a2 = b2 = 0.4 for all vision experiments)
-init = "mimetic"          # mimetic | default | qk | vo  (Table 2: "init only W_Q, W_K" / "only W_V, W_proj")
+init = "mimetic"          # mimetic | default | qk | vo (Table 2: "init only W_Q, W_K" / "only W_V, W_proj") | simple (Sec. 4)
+                          # | simple (Sec. 4's "simplest technique", W_Q = W_K, W_V = -W_proj; Fig. 3)
 alpha1 = 0.7              # a1: noise weight in W_Q W_K^T ~ a1 Z1 + b1 I (eq 1)
 beta1 = 0.7               # b1: identity weight in eq 1
 alpha2 = 0.4              # a2: noise weight in W_V W_proj ~ a2 Z2 - b2 I (eq 2)
 beta2 = 0.4               # b2: identity weight in eq 2
 vo_sign = -1              # sign of the identity in eq 2; +1 is Table 2's "W_V W_proj ~ +cI" ablation
 # data
-dataset = "cifar10"       # cifar10 | cifar100 | svhn (Table 4)
+dataset = "cifar10"       # cifar10 | cifar100 | svhn | tinyimagenet (Table 4)
 data_dir = "data"         # holds cifar-10-batches-py/ (official python layout) or receives the download
+image_size = 0            # resize to this side before patching (Table 7: 32 to 256); 0 = the dataset's own (32;
+                          # 64 for Tiny ImageNet)
 train_subset = 0          # use only the first N training images (0 = all)
 ra_n = 2                  # RandAugment: ops per image (torchvision's default; the paper gives none)
 ra_m = 9                  # RandAugment: magnitude, 0-30 of 31 bins (torchvision's default; our choice)
@@ -116,7 +119,7 @@ class ViTConfig:
             raise ValueError(f"width {self.width} is not divisible by heads {self.heads}: choose a number of "
                              f"heads that divides the width, or a width that is a multiple of {self.heads}")
         if self.image_size % self.patch_size != 0:
-            raise ValueError(f"image size {self.image_size} is not divisible by patch_size {self.patch_size}: "
+            raise ValueError(f"image_size {self.image_size} is not divisible by patch_size {self.patch_size}: "
                              f"choose a patch size that divides it (e.g. 2, 4 or 8 for 32x32 images)")
         if self.pos_emb not in ("sinusoidal", "learned"):
             raise ValueError(f"unknown pos_emb {self.pos_emb!r}: use 'sinusoidal' or 'learned'")
@@ -301,7 +304,25 @@ def mimetic_init_(qkv_weight, proj_weight, num_heads, alpha1=0.7, beta1=0.7, alp
             qkv_weight[d + h * k:d + (h + 1) * k] = W_K.T      # k rows of head h hold W_K^T
 
 
-INITS = ("mimetic", "default", "qk", "vo")
+@torch.no_grad()
+def simple_init_(qkv_weight, proj_weight, num_heads, generator=None):
+    """Sec. 4's "simplest technique", in place, same weight layout and draw order as mimetic_init_:
+    per head W_Q^h = W_K^h = Z_h (d x k, N(0, 1/k) entries), so W_Q^h W_K^h^T = Z_h Z_h^T; and W_V = Z,
+    W_proj = -Z (d x d, N(0, 1/d)), so the layer applies W_V W_proj^T = -Z Z^T. Fig. 3: however Z is
+    scaled, noise and diagonal keep one ratio, which is why the paper uses mimetic_init_ instead."""
+    d = proj_weight.shape[0]
+    k = d // num_heads
+    dev = generator.device if generator is not None else torch.device("cpu")
+    for h in range(num_heads):
+        Z_h = torch.randn(d, k, generator=generator, dtype=torch.float64, device=dev) / math.sqrt(k)
+        qkv_weight[h * k:(h + 1) * k] = Z_h.T                  # q rows of head h hold W_Q^T
+        qkv_weight[d + h * k:d + (h + 1) * k] = Z_h.T          # k rows of head h hold W_K^T = W_Q^T
+    Z = torch.randn(d, d, generator=generator, dtype=torch.float64, device=dev) / math.sqrt(d)
+    qkv_weight[2 * d:] = Z.T                                   # v rows hold W_V^T
+    proj_weight.copy_(-Z)                                      # W_proj = -Z
+
+
+INITS = ("mimetic", "default", "qk", "vo", "simple")
 
 
 @torch.no_grad()
@@ -310,27 +331,34 @@ def init_attention_(model, init, alpha1, beta1, alpha2, beta2, vo_sign=-1, gener
 
     init: mimetic (both products) | qk (only W_Q, W_K) | vo (only W_V, W_proj) | default (none): the
     arms of Table 2. Every arm draws the same noise, so an ablation shares its draws with the full init.
+    simple: Sec. 4's simplest technique (simple_init_) instead.
     """
     if init not in INITS:
         raise ValueError(f"unknown init {init!r}: use one of {', '.join(INITS)}")
     if init == "default":
         return
     for block in model.blocks:
+        if init == "simple":
+            simple_init_(block.attn.qkv.weight, block.attn.proj.weight, block.attn.heads, generator)
+            continue
         mimetic_init_(block.attn.qkv.weight, block.attn.proj.weight, block.attn.heads, alpha1, beta1, alpha2,
                       beta2, generator, vo_sign, init_qk=init != "vo", init_vo=init != "qk")
 
 
 # -----------------------------------------------------------------------------------------------
-# data: each dataset lives whole on the training device as uint8 (N, 3, 32, 32) (load_dataset, at the
-# end of the file), augmented there per sample with torchvision's RandAugment ops (RA_OPS), then Cutout
-DATASETS = {  # name: (folder of the python-layout files, classes)
-    "cifar10": ("cifar-10-batches-py", 10),
-    "cifar100": ("cifar-100-python", 100),
-    "svhn": ("", 10),
+# data: each dataset lives whole on the training device as uint8 (N, 3, H, W) (load_dataset, at the end
+# of the file), augmented there per sample at its own size with torchvision's RandAugment ops (RA_OPS)
+# and Cutout, so that they keep their CIFAR meaning, then resized to image_size (Table 7)
+DATASETS = {  # name: (folder, classes, image side)
+    "cifar10": ("cifar-10-batches-py", 10, 32),
+    "cifar100": ("cifar-100-python", 100, 32),
+    "svhn": ("", 10, 32),
+    "tinyimagenet": ("tiny-imagenet-200", 200, 64),  # Sec. 5.3
 }
 MEAN_STD = {"cifar10": ((0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)),
             "cifar100": ((0.5071, 0.4865, 0.4409), (0.2673, 0.2564, 0.2762)),
-            "svhn": ((0.4377, 0.4438, 0.4728), (0.1980, 0.2010, 0.1970))}
+            "svhn": ((0.4377, 0.4438, 0.4728), (0.1980, 0.2010, 0.1970)),
+            "tinyimagenet": ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))}  # ImageNet's (our choice: a subset)
 
 
 def norm_stats(name, dev):
@@ -367,6 +395,14 @@ def augment(x, gen, cfg, mean, std):
     return x
 
 
+def resize(x, size):
+    """Normalised float (B, 3, H, W) -> (B, 3, size, size), bilinear (our choice: the paper does not say
+    how Table 7's 64-256 pixel inputs were made from CIFAR); the batch itself when already that size."""
+    if x.shape[-2:] == (size, size):
+        return x
+    return F.interpolate(x, size=(size, size), mode="bilinear", antialias=x.shape[-1] > size)
+
+
 # -----------------------------------------------------------------------------------------------
 # evaluation
 
@@ -376,7 +412,7 @@ def evaluate(model, x, y, mean, std, batch, amp):
     model.eval()
     loss, correct = torch.zeros((), device=x.device), torch.zeros((), device=x.device)
     for i in range(0, len(x), batch):
-        xb, yb = (x[i:i + batch].float() / 255.0 - mean) / std, y[i:i + batch]
+        xb, yb = resize((x[i:i + batch].float() / 255.0 - mean) / std, model.config.image_size), y[i:i + batch]
         with amp:
             logits = model(xb)
         loss += F.cross_entropy(logits.float(), yb, reduction="sum")
@@ -417,7 +453,7 @@ def train(model, data, cfg, dev, amp, ckpt=None):
         meter = Meter(dev)
         for i in range(steps_per_epoch):
             idx = perm[i * cfg.batch_size:(i + 1) * cfg.batch_size]
-            xb, yb = augment(train_x[idx], gen, cfg, mean, std), train_y[idx]
+            xb, yb = resize(augment(train_x[idx], gen, cfg, mean, std), model.config.image_size), train_y[idx]
             lr = get_lr(step, total_steps, warmup_steps, cfg.lr)
             for group in opt.param_groups:
                 group["lr"] = lr
@@ -520,6 +556,7 @@ RULES = [(k, lambda v: v > 0, "must be positive") for k in
           "log_interval")] + \
         [(k, lambda v: v >= 0, "must be 0 or more") for k in
          ("train_subset", "ra_n", "cutout", "weight_decay", "grad_clip", "stop_epoch", "pos_scale")] + [
+    ("image_size", lambda v: v >= 0, "must be positive (or 0: the dataset's own size)"),
     ("depth", lambda v: v >= 1, "must be at least 1 (a Transformer needs a block for the init to act on)"),
     *[(k, lambda v: 0 <= v <= 1, "is outside [0, 1], the range the paper defines (Sec. 4)")
       for k in ("alpha1", "beta1", "alpha2", "beta2")],
@@ -538,9 +575,10 @@ PROGRAM = "vit"
 
 
 def model_config(cfg):
-    return ViTConfig(patch_size=cfg.patch_size, num_classes=DATASETS[cfg.dataset][1], width=cfg.width,
-                     depth=cfg.depth, heads=cfg.heads, mlp_ratio=cfg.mlp_ratio, pos_emb=cfg.pos_emb,
-                     pos_scale=cfg.pos_scale, pos_trainable=cfg.pos_trainable)
+    _, classes, native = DATASETS[cfg.dataset]
+    return ViTConfig(image_size=cfg.image_size or native, patch_size=cfg.patch_size, num_classes=classes,
+                     width=cfg.width, depth=cfg.depth, heads=cfg.heads, mlp_ratio=cfg.mlp_ratio,
+                     pos_emb=cfg.pos_emb, pos_scale=cfg.pos_scale, pos_trainable=cfg.pos_trainable)
 RULES += [("precision", lambda v: v in ("auto", "bf16", "fp32"), "must be auto, bf16 or fp32"),
           ("compile", lambda v: v.lower() in ("auto", "true", "false"), "must be auto, true or false")]
 
@@ -871,6 +909,54 @@ def load_svhn(root):
     return tuple(out)
 
 
+TINY_IMAGENET_URL = "http://cs231n.stanford.edu/tiny-imagenet-200.zip"  # the archive the course publishes
+
+
+def load_tinyimagenet(root):
+    """<root>/tiny-imagenet-200/ (downloaded when missing and online), decoded once and cached as uint8
+    tensors in <root>/tinyimagenet.cache.pt (delete it to decode again). Test set: the labelled val split."""
+    base, cache = os.path.join(root, "tiny-imagenet-200"), os.path.join(root, "tinyimagenet.cache.pt")
+    if os.path.exists(cache):
+        try:
+            return tuple(torch.load(cache, weights_only=True)["data"])
+        except Exception as e:
+            print(f"warning: the image cache {cache} cannot be read ({type(e).__name__}); decoding again")
+    if not os.path.exists(os.path.join(base, "wnids.txt")):
+        if not _online(TINY_IMAGENET_URL):
+            raise SystemExit(f"error: tinyimagenet not found: {base}/ lacks wnids.txt, and the download host "
+                             f"cannot be reached (no network?). Unpack {TINY_IMAGENET_URL} into {root}/, or pass "
+                             f"--data_dir=<folder that holds tiny-imagenet-200/>.")
+        from torchvision.datasets.utils import download_and_extract_archive
+        download_and_extract_archive(TINY_IMAGENET_URL, root)
+    t0 = time.perf_counter()
+    data = decode_tinyimagenet(base)
+    print(f"data: decoded {len(data[0]) + len(data[2]):,} Tiny ImageNet JPEGs in {time.perf_counter() - t0:.1f} s")
+    try:
+        save_checkpoint(cache, {"data": list(data)})
+    except OSError as e:
+        print(f"note: cannot write the image cache {cache} ({e.strerror}); the JPEGs are decoded on every run")
+    return data
+
+
+def decode_tinyimagenet(base):
+    """(train_x, train_y, val_x, val_y): uint8 (N, 3, 64, 64), labels = line numbers in wnids.txt."""
+    from torchvision.io import ImageReadMode, read_image
+    with open(os.path.join(base, "wnids.txt")) as f:
+        wnids = f.read().split()
+    label = {w: i for i, w in enumerate(wnids)}
+    train = [(os.path.join(base, "train", w, "images", f), label[w]) for w in wnids
+             for f in sorted(os.listdir(os.path.join(base, "train", w, "images")))]
+    with open(os.path.join(base, "val", "val_annotations.txt")) as f:  # file, wnid, bounding box; tabs
+        rows = [line.split("\t") for line in f if line.strip()]
+    val = [(os.path.join(base, "val", "images", r[0]), label[r[1]]) for r in rows]
+
+    def read(items):  # some JPEGs are grayscale: ImageReadMode.RGB makes every image 3 channels
+        x = torch.stack([read_image(path, ImageReadMode.RGB) for path, _ in items])
+        return x, torch.tensor([y for _, y in items], dtype=torch.long)
+
+    return (*read(train), *read(val))
+
+
 # data: RandAugment (Cubuk et al. 2020) with torchvision's operations and magnitudes
 # (torchvision.transforms.v2.RandAugment._AUGMENTATION_SPACE, 31 bins), applied per sample on the
 # training device: each sample draws its own op and sign, and each (op, sign) group of the batch is
@@ -910,11 +996,13 @@ def _ra_apply(x, op, m, bins=31):
 
 
 def load_dataset(name, root):
-    """Returns (train_x, train_y, test_x, test_y): uint8 (N, 3, 32, 32) and int64 (N,) CPU tensors."""
+    """Returns (train_x, train_y, test_x, test_y): uint8 (N, 3, H, W) and int64 (N,) CPU tensors."""
     if name not in DATASETS:
         raise ValueError(f"unknown dataset {name!r}: use one of {', '.join(DATASETS)}")
     if name == "svhn":
         return load_svhn(root)
+    if name == "tinyimagenet":
+        return load_tinyimagenet(root)
     folder = DATASETS[name][0]
     if name == "cifar10":
         train_files, test_files, key = [f"data_batch_{i}" for i in range(1, 6)], ["test_batch"], "labels"
@@ -1003,12 +1091,69 @@ def save_figures(model, inputs, folder, clip=64, zoom=2):
 
 
 def plot_figures(model, images, cfg):
-    """--plot: the figures for 64 test images, of the fresh model or (with --resume) of the checkpoint."""
+    """--plot: the figures for 64 test images, of the fresh model (and Fig. 3) or (with --resume) of the
+    checkpoint."""
     mean, std = norm_stats(cfg.dataset, images.device)
     folder = os.path.join(cfg.out_dir, "figures" if cfg.resume else "figures-init")
-    paths = save_figures(model.eval(), (images.float() / 255.0 - mean) / std, folder)
+    paths = save_figures(model.eval(), resize((images.float() / 255.0 - mean) / std, model.config.image_size), folder)
+    if not cfg.resume:  # Fig. 3 is about the constructions, not about this model
+        paths.append(save_fig3(os.path.join(folder, "fig3.png")))
     print("wrote " + ", ".join(paths))
     return paths
+
+
+# Fig. 3: which (noise weight, diagonal weight) each construction reaches, measured back from its products
+
+def measure_alpha_beta(M):
+    """(alpha, beta) of a d x d product read as alpha Z + beta I with Z ~ N(0, I/d): beta = the mean of the
+    diagonal, alpha = the standard deviation of the off-diagonal entries times sqrt(d)."""
+    d = M.shape[0]
+    return (M[~torch.eye(d, dtype=torch.bool)].std() * math.sqrt(d)).item(), M.diagonal().mean().item()
+
+
+def fig3_points(d=96, heads=3, steps=11, seed=0):
+    """{(construction, rank): [(alpha, beta), ...]} measured from W_Q^h W_K^h^T of head 0, low rank
+    (k = d / heads) and full rank (k = d, which is also simple_init_'s W_V W_proj up to sign): the SVD
+    construction over a steps x steps grid of (a1, b1) in [0, 1]^2, the simple one with W_Q = W_K scaled
+    by s, s^2 from 0 to 2 (the scale is its only free parameter). d = 96 with k = d/3, ViT-Tiny's ratio at
+    half its width, keeps it to about a second (our choice)."""
+    points = {}
+    for rank, h in (("low rank", heads), ("full rank", 1)):
+        qkv, proj = torch.zeros(3 * d, d, dtype=torch.float64), torch.zeros(d, d, dtype=torch.float64)
+        grid = torch.linspace(0, 1, steps).tolist()
+        points["svd", rank] = []
+        for a in grid:
+            for b in grid:
+                mimetic_init_(qkv, proj, h, a, b, generator=torch.Generator().manual_seed(seed), init_vo=False)
+                points["svd", rank].append(measure_alpha_beta(qkv[:d // h].T @ qkv[d:d + d // h]))
+        simple_init_(qkv, proj, h, generator=torch.Generator().manual_seed(seed))
+        qk = qkv[:d // h].T @ qkv[d:d + d // h]
+        points["simple", rank] = [measure_alpha_beta(s2 * qk) for s2 in torch.linspace(0, 2, 4 * steps).tolist()]
+    return points
+
+
+def save_fig3(path, points=None, size=240, top=1.2):
+    """Fig. 3 as a PNG: left low rank, right full rank; alpha (noise) to the right and beta (diagonal) up,
+    both from 0 to `top`, grey lines at 0.5 and 1; the SVD construction in blue, the simple one in red."""
+    import torchvision.utils as vutils
+    points = points or fig3_points()
+    px = lambda v: round(v / top * (size - 1))  # noqa: E731
+    panels = []
+    for rank in ("low rank", "full rank"):
+        img = torch.ones(3, size, size)
+        for v in (0.5, 1.0):
+            img[:, :, px(v)] = 0.8
+            img[:, size - 1 - px(v), :] = 0.8
+        img[:, :, 0] = 0.0
+        img[:, size - 1, :] = 0.0
+        for construction, colour in (("svd", DIVERGING[1]), ("simple", DIVERGING[3])):
+            for a, b in points[construction, rank]:
+                x, y = px(a), size - 1 - px(b)
+                if 0 <= x < size and 0 <= y < size:
+                    img[:, max(0, y - 2):y + 3, max(0, x - 2):x + 3] = torch.tensor(colour)[:, None, None]
+        panels.append(img)
+    vutils.save_image(torch.stack(panels), path, nrow=2, padding=4, pad_value=1.0)
+    return path
 
 
 def train_flops_per_image(c):
@@ -1048,8 +1193,10 @@ def run_benchmark(cfg, model, dev, amp, prec):
 
     ips = cfg.batch_size / time_steps(step, sync)
     gen, (mean, std) = torch.Generator().manual_seed(0), norm_stats(cfg.dataset, dev)
-    xb = torch.randint(256, (cfg.batch_size, 3, 32, 32), dtype=torch.uint8, device=dev)
-    aug_ips = cfg.batch_size / time_steps(lambda: augment(xb, gen, cfg, mean, std), sync, steps=5, warmup=1)
+    side = DATASETS[cfg.dataset][2]
+    xb = torch.randint(256, (cfg.batch_size, 3, side, side), dtype=torch.uint8, device=dev)
+    aug_ips = cfg.batch_size / time_steps(lambda: resize(augment(xb, gen, cfg, mean, std), c.image_size), sync,
+                                          steps=5, warmup=1)
     print(f"augmentation pipeline: {aug_ips:.0f} img/s")
     print(f"benchmark: {ips:.0f} img/s | {ips * train_flops_per_image(c) / 1e12:.2f} TFLOP/s (model matmuls) | "
           f"{hardware(dev)} | {prec} | compile {use_compile(cfg.compile, dev)} | width {c.width} depth {c.depth} "

@@ -14,7 +14,9 @@ models, data and evaluation, then the programs' machinery. Index from the paper 
 | eq 5-7, a1 = 0 | the degenerate SVD of b1 I, taken literally | test_eq5_7_a1_zero_is_literal |
 | eq 8 | expected scores (b1 d I + b1 P P^T) / sqrt(k); local attention maps | test_eq8_expected_scores_match_the_formula, test_eq8_attention_maps_at_init_are_local |
 | Table 2 | init only W_Q W_K / only W_V W_proj / +cI | test_table2_ablations_write_only_their_weights, test_table2_ablations_in_the_lm_too |
+| Sec. 4, Fig. 3 | the simplest technique (W_Q = W_K, W_V = Z, W_proj = -Z); what each construction can reach | test_simple_init_products, test_fig3_measurement_and_picture |
 | Sec. 5.1 | sinusoidal position embeddings | test_sinusoids_match_vaswani_at_every_column |
+| Table 7 | inputs resized to image_size before patching | test_resize_to_image_size, test_image_size_and_tiny_imagenet_train |
 
 Evidence against an independent source: torch's SVD and Eckart-Young (eqs 1-7), eq 8's formula,
 Vaswani's formula at every column, torchvision's RandAugment op by op, nn.MultiheadAttention, a
@@ -347,6 +349,60 @@ def test_table2_ablations_in_the_lm_too():
             assert torch.equal(b0.attn.proj.weight, b.attn.proj.weight) == (init == "qk")
 
 
+@pytest.mark.parametrize("d,heads", [(48, 3), (30, 1)])
+def test_simple_init_products(d, heads):
+    """Sec. 4's simplest technique: W_Q^h W_K^h^T = Z_h Z_h^T with Z_h (d, k) ~ N(0, 1/k), and
+    W_V W_proj = -Z Z^T with Z (d, d) ~ N(0, 1/d), as the layer applies them; draws: Z_0, Z_1, ..., Z."""
+    k = d // heads
+    qkv, proj = fresh_layer(d)
+    mv.simple_init_(qkv.weight, proj.weight, heads, generator=torch.Generator().manual_seed(5))
+    g = torch.Generator().manual_seed(5)
+    Zh = [torch.randn(d, k, generator=g, dtype=torch.float64) / math.sqrt(k) for _ in range(heads)]
+    Z = torch.randn(d, d, generator=g, dtype=torch.float64) / math.sqrt(d)
+    for P, Z_h in zip(qk_products(qkv.weight, heads), Zh):
+        assert torch.allclose(P.double(), Z_h @ Z_h.T, atol=1e-6)
+    assert torch.allclose(vo_product(qkv.weight, proj.weight).double(), -Z @ Z.T, atol=1e-6)
+    with torch.no_grad():  # the layer itself: with identity attention it applies x W_V W_proj = -x Z Z^T
+        attn = mv.Attention(d, heads)
+        attn.qkv.weight.copy_(qkv.weight), attn.proj.weight.copy_(proj.weight)
+        nn.init.zeros_(attn.qkv.bias), nn.init.zeros_(attn.proj.bias)
+        x = torch.randn(4, 1, d)
+        assert torch.allclose(attn(x).double(), x.double() @ (-Z @ Z.T), atol=1e-5)
+    # through the model: init=simple is simple_init_ on every block, nothing else changes
+    base, m = small_vit("default"), small_vit("simple")
+    g = torch.Generator().manual_seed(0)
+    for b0, b in zip(base.blocks, m.blocks):
+        qkv, proj = b0.attn.qkv.weight.clone(), b0.attn.proj.weight.clone()
+        mv.simple_init_(qkv, proj, 3, generator=g)
+        assert torch.equal(b.attn.qkv.weight, qkv) and torch.equal(b.attn.proj.weight, proj)
+        assert torch.equal(b.mlp.fc1.weight, b0.mlp.fc1.weight)
+
+
+def test_fig3_measurement_and_picture(tmp_path):
+    d = 96
+    qkv, proj = fresh_layer(d)
+    mv.mimetic_init_(qkv.weight, proj.weight, 1, alpha1=0.7, beta1=0.7, generator=torch.Generator().manual_seed(0))
+    a, b = mv.measure_alpha_beta(qk_products(qkv.weight, 1)[0])  # full rank: eq 1 exactly
+    assert abs(a - 0.7) < 0.03 and abs(b - 0.7) < 0.01, (a, b)
+    a, b = mv.measure_alpha_beta(-vo_product(qkv.weight, proj.weight))  # 0.4 Z2 - 0.4 I, negated
+    assert abs(a - 0.4) < 0.03 and abs(b - 0.4) < 0.01, (a, b)
+    pts = mv.fig3_points(d=d, heads=3, steps=5)
+    for rank, k in (("low rank", d // 3), ("full rank", d)):
+        ratio = torch.tensor([b / a for a, b in pts["simple", rank][1:]])
+        # the simple construction: one line, beta / alpha = sqrt(k / d) whatever the scale
+        assert ratio.std() < 1e-4 and abs(ratio.mean() - math.sqrt(k / d)) < 0.05, (rank, ratio.mean())
+        svd = torch.tensor(pts["svd", rank])
+        ratio = (svd[:, 1] / svd[:, 0])[svd[:, 0] > 0.05]  # the SVD construction: a region, not a line
+        assert ratio.min() < 0.1 and ratio.max() > 0.65, (rank, ratio.min(), ratio.max())
+    path = mv.save_fig3(str(tmp_path / "fig3.png"), pts, size=100)
+    from torchvision.io import read_image
+    img = read_image(path)
+    assert img.shape == (3, 108, 2 * 100 + 12)
+    red = (img[0] > 150) & (img[2] < 120)
+    blue = (img[2] > 150) & (img[0] < 120)
+    assert red[:, :108].any() and red[:, 108:].any() and blue[:, :108].any() and blue[:, 108:].any()
+
+
 def test_biases_untouched_and_deterministic():
     d, heads = 48, 3
     qkv, proj = fresh_layer(d, seed=5)
@@ -607,6 +663,82 @@ def test_svhn_official_layout_read_as_torchvision_reads_it(tmp_path, monkeypatch
     (tmp_path / "test_32x32.mat").write_bytes(b"not a mat file")
     with pytest.raises(ValueError, match="test_32x32.mat is not an SVHN .mat file"):
         mv.load_dataset("svhn", str(tmp_path))
+
+
+def test_resize_to_image_size():
+    x = torch.randn(4, 3, 32, 32)
+    assert mv.resize(x, 32) is x  # at the native size the batch is untouched: image_size 32 runs as before
+    y = mv.resize(x, 64)
+    assert y.shape == (4, 3, 64, 64) and torch.allclose(y.mean(dim=(2, 3)), x.mean(dim=(2, 3)), atol=0.05)
+    assert torch.allclose(mv.resize(torch.full((1, 3, 32, 32), 0.3), 128), torch.full((1, 3, 128, 128), 0.3))
+    assert torch.allclose(y[..., 1::2, 1::2], y[..., 1::2, 1::2])  # bilinear: smooth, no holes
+    assert mv.resize(y, 32).shape == (4, 3, 32, 32)
+    # the model takes the resized input: Table 7's (patch, input) pairs, 256 or 64 patches
+    for args, n in ((["--patch_size=4", "--image_size=64"], 257), (["--patch_size=32", "--image_size=256"], 65),
+                    (["--dataset=tinyimagenet", "--patch_size=4"], 257), (["--patch_size=4"], 65)):
+        assert mv.model_config(mv.parse_config(args)).num_tokens == n, args
+    assert mv.model_config(mv.parse_config(["--dataset=tinyimagenet"])).num_classes == 200
+    # evaluate resizes the uint8 32x32 test images to the model's image_size (else the patching fails)
+    model = small_vit("mimetic", patch_size=16, image_size=64)
+    x8, y8 = torch.randint(256, (6, 3, 32, 32), dtype=torch.uint8), torch.randint(10, (6,))
+    mean, std = mv.norm_stats("cifar10", "cpu")
+    loss, acc = mv.evaluate(model, x8, y8, mean, std, 4, torch.autocast("cpu", enabled=False))
+    with torch.no_grad():
+        logits = model(mv.resize((x8.float() / 255 - mean) / std, 64))
+    assert abs(loss - nn.functional.cross_entropy(logits, y8).item()) < 1e-5
+
+
+def write_tiny_imagenet(root, wnids=("n02", "n01", "n03"), per_class=3, seed=0):
+    """A tiny Tiny ImageNet in the standard layout; the colour of each JPEG is set by its class; one
+    grayscale JPEG. Returns {path relative to the folder: label}."""
+    from torchvision.io import encode_jpeg, write_file
+    g = torch.Generator().manual_seed(seed)
+    base = os.path.join(root, "tiny-imagenet-200")
+    labels = {}
+
+    def jpeg(rel, y, gray=False):
+        os.makedirs(os.path.dirname(os.path.join(base, rel)), exist_ok=True)
+        x = (torch.rand(1 if gray else 3, 64, 64, generator=g) * 40 + 60 * y).to(torch.uint8)
+        write_file(os.path.join(base, rel), encode_jpeg(x, quality=95))
+        labels[rel] = y
+
+    for y, w in enumerate(wnids):
+        for i in range(per_class):
+            jpeg(f"train/{w}/images/{w}_{i}.JPEG", y, gray=(y == 1 and i == 0))
+    with open(os.path.join(base, "wnids.txt"), "w") as f:
+        f.write("\n".join(wnids) + "\n")
+    val = [(f"val_{i}.JPEG", (2 * i + 1) % len(wnids)) for i in range(5)]  # labels not in file order
+    for name, y in val:
+        jpeg(f"val/images/{name}", y)
+    with open(os.path.join(base, "val", "val_annotations.txt"), "w") as f:
+        f.writelines(f"{name}\t{wnids[y]}\t0\t0\t63\t63\n" for name, y in val)
+    return labels
+
+
+def test_tiny_imagenet_layout_cache_and_offline(tmp_path, monkeypatch, capsys):
+    labels = write_tiny_imagenet(tmp_path)
+    tx, ty, vx, vy = mv.load_dataset("tinyimagenet", str(tmp_path))
+    assert tx.shape == (9, 3, 64, 64) and tx.dtype == torch.uint8 and vx.shape == (5, 3, 64, 64)
+    assert ty.tolist() == [0, 0, 0, 1, 1, 1, 2, 2, 2] and vy.tolist() == [1, 0, 2, 1, 0]  # wnids.txt order
+    # each image is the one its label says: mean brightness 60 * label + 20
+    assert (((tx.float().mean(dim=(1, 2, 3)) - 60 * ty - 20).abs() < 5).all())
+    assert (((vx.float().mean(dim=(1, 2, 3)) - 60 * vy - 20).abs() < 5).all())
+    assert torch.equal(tx[3, 0], tx[3, 1]) and torch.equal(tx[3, 0], tx[3, 2])  # the grayscale JPEG, 3 channels
+    assert "decoded 14 Tiny ImageNet JPEGs" in capsys.readouterr().out
+    # the second load reads the cache and decodes nothing
+    cache = tmp_path / "tinyimagenet.cache.pt"
+    assert cache.exists()
+    monkeypatch.setattr(mv, "decode_tinyimagenet", lambda base: pytest.fail("decoded again"))
+    again = mv.load_dataset("tinyimagenet", str(tmp_path))
+    assert all(torch.equal(a, b) for a, b in zip(again, (tx, ty, vx, vy)))
+    monkeypatch.undo()
+    cache.write_bytes(b"not a cache")  # unreadable: decoded again and rewritten
+    assert torch.equal(mv.load_dataset("tinyimagenet", str(tmp_path))[0], tx)
+    assert "cannot be read" in capsys.readouterr().out and torch.load(cache, weights_only=True)["data"][0].shape[0] == 9
+    # offline and no folder: one line naming the folder and the archive
+    monkeypatch.setattr(mv, "_online", lambda url, timeout=5.0: False)
+    with pytest.raises(SystemExit, match="tiny-imagenet-200/ lacks wnids.txt.*tiny-imagenet-200.zip"):
+        mv.load_dataset("tinyimagenet", str(tmp_path / "empty"))
 
 
 def test_augment_is_per_sample_and_seeded():
@@ -879,8 +1011,12 @@ def test_nan_stops_and_keeps_last_good_checkpoint(tmp_path, monkeypatch):
 def test_bad_inputs():
     with pytest.raises(ValueError, match="width 100 is not divisible by heads 3"):
         mv.ViTConfig(width=100, heads=3)
-    with pytest.raises(ValueError, match="image size 32 is not divisible by patch_size 5"):
+    with pytest.raises(ValueError, match="image_size 32 is not divisible by patch_size 5"):
         mv.ViTConfig(patch_size=5)
+    with pytest.raises(ValueError, match="image_size 48 is not divisible by patch_size 5"):
+        mv.parse_config(["--image_size=48", "--patch_size=5"])
+    with pytest.raises(ValueError, match="--image_size=-1 must be positive"):
+        mv.parse_config(["--image_size=-1"])
     with pytest.raises(ValueError, match="unknown config key 'lrr'.*known keys: width"):
         mv.parse_config(["--lrr=1"])
     with pytest.raises(ValueError, match="--epochs=ten: expected a int"):
@@ -926,10 +1062,24 @@ def test_plot_mode_fresh_and_checkpoint(tmp_path):
     write_cifar(tmp_path)
     args = TINY + ["--epochs=1", f"--data_dir={tmp_path}", f"--out_dir={tmp_path / 'p'}"]
     paths = mv.main(args + ["--plot=True"])
-    assert all(os.path.getsize(p) > 0 and "figures-init" in p for p in paths)
+    assert all(os.path.getsize(p) > 0 and "figures-init" in p for p in paths) and paths[-1].endswith("fig3.png")
     mv.main(args)
     paths = mv.main(args + ["--plot=True", "--resume=True"])
     assert all(os.path.getsize(p) > 0 and os.sep + "figures" + os.sep in p for p in paths)
+
+
+def test_image_size_and_tiny_imagenet_train(tmp_path):
+    """Table 7's resize (32x32 CIFAR trained at 64) and Tiny ImageNet (64x64, 200 classes) through main()."""
+    write_cifar(tmp_path)
+    res = mv.main(TINY + ["--epochs=1", "--image_size=64", "--patch_size=16", f"--data_dir={tmp_path}",
+                          f"--out_dir={tmp_path / 'r64'}"])
+    assert res["model_config"]["image_size"] == 64 and res["epochs_done"] == 1
+    write_tiny_imagenet(tmp_path, per_class=12)
+    res = mv.main(TINY + ["--epochs=1", "--dataset=tinyimagenet", "--patch_size=16", "--batch_size=12",
+                          f"--data_dir={tmp_path}", f"--out_dir={tmp_path / 'tin'}"])
+    assert res["model_config"]["image_size"] == 64 and res["model_config"]["num_classes"] == 200
+    assert mv.main(["--benchmark=True", "--width=24", "--depth=1", "--heads=2", "--patch_size=16",
+                    "--batch_size=8", "--image_size=64"]) > 0
 
 
 def test_lm_cli_end_to_end(tmp_path):

@@ -1,7 +1,7 @@
 """torch.profiler, two training steps (after two warm-up steps) of our LM and nanoGPT's GPT at depth 2, 4 x 256
 tokens, 1 thread; the same step closure as bench.py. Usage: python profile_lm.py /tmp/nanogpt_model.py"""
-import sys, torch, torch.nn.functional as F, importlib.util
-sys.path.insert(0, __import__("os").path.join(__import__("os").path.dirname(__import__("os").path.abspath(__file__)), "..", ".."))
+import os, sys, torch, torch.nn.functional as F, importlib.util
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 import mimetic_lm as L
 from torch.profiler import profile, ProfilerActivity
 spec = importlib.util.spec_from_file_location("ng", sys.argv[1] if len(sys.argv) > 1 else "/tmp/nanogpt_model.py"); ng = importlib.util.module_from_spec(spec); spec.loader.exec_module(ng)

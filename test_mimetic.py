@@ -534,6 +534,36 @@ def test_lm_weight_tying():
     assert other.head.weight is other.wte.weight and torch.equal(other.head.weight, model.wte.weight)
 
 
+@pytest.mark.parametrize("init", lm.INITS)
+def test_lm_small_emb_init_range_tie_and_any_init(init):
+    """small_emb: wte uniform in [-1e-4, 1e-4], still tied to the head (so logits start near 0), and with
+    every init the other weights are those of small_emb=False (it changes only the embedding)."""
+    args = ["--width=32", "--depth=2", "--heads=4", "--seq_len=8", "--eval_stride=8", f"--init={init}"]
+    plain, small = (lm_as_main_builds_it(args + [f"--small_emb={s}"], 11) for s in (False, True))
+    w = small.wte.weight
+    assert w.abs().max() <= 1e-4 and (w != 0).all() and 4e-5 < w.std() < 7e-5  # U(-a, a) has std a / sqrt(3)
+    assert small.head.weight is w and sum(1 for p in small.parameters() if p is w) == 1
+    assert small(torch.randint(11, (2, 8))).abs().max() < 1e-2
+    a, b = plain.state_dict(), small.state_dict()
+    assert set(b) - set(a) == {"emb_norm.weight", "emb_norm.bias"} and not hasattr(plain, "emb_norm")
+    assert all(torch.equal(a[k], b[k]) for k in a if not k.startswith(("wte.", "head."))), init
+
+
+def test_lm_small_emb_layernorm_sits_between_tokens_and_positions():
+    """What the first block sees is LayerNorm(token embedding) + g P: per token mean 0 and variance 1 before
+    the positions (at init too, where the variance is 3e-9), unchanged by the embedding's scale."""
+    model = tiny_lm(small_emb=True).eval()
+    idx = torch.randint(23, (2, 16), generator=torch.Generator().manual_seed(1))
+    tok = model.embed(idx) - model.pos_embed[:16]
+    assert tok.mean(-1).abs().max() < 1e-5 and (tok.var(-1, unbiased=False) - 1).abs().max() < 1e-3
+    with torch.no_grad():
+        model.wte.weight.mul_(1000)                    # LayerNorm ignores the tokens' scale ...
+        assert torch.allclose(model.embed(idx), tok + model.pos_embed[:16], atol=1e-3)
+        before = model(idx)
+        model.emb_norm.weight.mul_(2)                  # ... and its own weight acts on the output
+        assert not torch.allclose(model(idx), before)
+
+
 def test_lm_word_dropout_drops_whole_vectors():
     model = tiny_lm(word_dropout=0.5, pos_scale=0.0).train()
     idx = torch.tensor([[1, 2, 3, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 1]])

@@ -70,6 +70,8 @@ beta1 = 0.5               # b1: identity weight in eq 1
 alpha2 = 0.2              # a2: noise weight in W_V W_proj ~ a2 Z2 - b2 I (eq 2)
 beta2 = 0.2               # b2: identity weight in eq 2
 vo_sign = -1              # sign of the identity in eq 2; +1 is Table 2's "W_V W_proj ~ +cI" ablation
+small_emb = False         # SmallInitEmb (not in the paper; BlinkDL, RWKV-LM): token embedding uniform in [-1e-4, 1e-4]
+                          # and a LayerNorm after it, so the first steps move it far from its start; any init
 # data
 dataset = "ptb_char"      # ptb_char | ptb_word | wikitext2 | wikitext103 (Table 6)
 data_dir = "data"         # holds ptb/, wikitext-2/, wikitext-103/ with the standard files, or receives them
@@ -133,6 +135,7 @@ class LMConfig:
     emb_dropout: float = 0.1
     word_dropout: float = 0.0
     pos_scale: float = 1.0
+    small_emb: bool = False       # SmallInitEmb: tiny token embedding, then a LayerNorm (see embed)
 
     def __post_init__(self):
         if self.width % self.heads != 0:
@@ -199,6 +202,9 @@ class TransformerLM(nn.Module):
         super().__init__()
         self.config = c = config
         self.wte = nn.Embedding(c.vocab_size, c.width)
+        if c.small_emb:  # LayerNorm(SmallInit(Embedding)), before the first block. eps 1e-12 as BERT's embedding
+            # LayerNorm (our choice): torch's 1e-5 exceeds the init's variance 3e-9, so it would scale, not normalise
+            self.emb_norm = nn.LayerNorm(c.width, eps=1e-12)
         # sinusoidal position embeddings P (block_size, d), a fixed table (Sec. 7), so not in the state_dict
         self.register_buffer("pos_embed", torch.zeros(c.block_size, c.width), persistent=False)
         self.drop = nn.Dropout(c.emb_dropout)
@@ -216,6 +222,9 @@ class TransformerLM(nn.Module):
         |---------------------------------|---------------------------------------------------------|
         | wte.weight (= head.weight)      | normal, std d^-1/2; the input multiplies it by sqrt(d)   |
         |                                 | (Vaswani et al. 2017, as fairseq's transformer_lm)       |
+        | wte.weight, with small_emb      | uniform in [-1e-4, 1e-4] (SmallInitEmb); the head keeps  |
+        |                                 | the tie, so every logit starts near 0 (our choice)      |
+        | emb_norm (only with small_emb)  | 1, 0; it replaces the sqrt(d) input scale (our choice)  |
         | every other Linear weight       | truncated normal, std 0.02 (as mimetic_vit.py)          |
         | every Linear bias               | 0                                                       |
         | pos_embed (buffer)              | pos_scale * sinusoids (Sec. 7, Fig. 4)                  |
@@ -226,7 +235,10 @@ class TransformerLM(nn.Module):
             if isinstance(m, nn.Linear) and name != "head":
                 nn.init.trunc_normal_(m.weight, std=0.02)
                 nn.init.zeros_(m.bias)
-        nn.init.normal_(self.wte.weight, std=c.width ** -0.5)
+        if c.small_emb:  # SmallInitEmb: a start that the first optimizer steps (size ~lr >> 1e-4) overwrite
+            nn.init.uniform_(self.wte.weight, -1e-4, 1e-4)
+        else:
+            nn.init.normal_(self.wte.weight, std=c.width ** -0.5)
         self.pos_embed.copy_(c.pos_scale * sinusoidal_embeddings(c.block_size, c.width))
 
     def embed(self, idx):
@@ -241,7 +253,11 @@ class TransformerLM(nn.Module):
             # word in the batch loses its vector (Gal & Ghahramani 2016; Merity et al. 2018 embedded_dropout)
             keep = torch.empty(W.shape[0], 1, device=W.device).bernoulli_(1 - c.word_dropout)
             W = W * keep / (1 - c.word_dropout)
-        x = F.embedding(idx, W) * math.sqrt(c.width)  # (B, T, d)
+        x = F.embedding(idx, W)  # (B, T, d)
+        # tokens enter with entries of order 1 either way, like the sinusoids (entries in [-1, 1]). small_emb:
+        # LayerNorm(tokens) + g P, without sqrt(d) (our choice): LayerNorm(tokens + g P) would normalise a sum
+        # that the 1e-4 tokens barely touch, and sqrt(d) times the unit-variance LayerNorm would drown g P
+        x = self.emb_norm(x) if c.small_emb else x * math.sqrt(c.width)
         return self.drop(x + self.pos_embed[:T])
 
     def forward(self, idx):
@@ -630,7 +646,7 @@ PROGRAM = "lm"
 def model_config(cfg, vocab_size):
     return LMConfig(vocab_size=vocab_size, block_size=cfg.seq_len, width=cfg.width, depth=cfg.depth,
                     heads=cfg.heads, mlp_ratio=cfg.mlp_ratio, dropout=cfg.dropout, emb_dropout=cfg.emb_dropout,
-                    word_dropout=cfg.word_dropout, pos_scale=cfg.pos_scale)
+                    word_dropout=cfg.word_dropout, pos_scale=cfg.pos_scale, small_emb=cfg.small_emb)
 
 
 def parse_config(argv):
@@ -1212,7 +1228,7 @@ def run_sample(cfg, dev):
     if not os.path.exists(path):
         raise ValueError(f"--sample needs a trained run: there is no {path}; check --out_dir")
     best = read_checkpoint(path)
-    saved, vocab = SimpleNamespace(**best["config"]), best["vocab"]
+    saved, vocab = SimpleNamespace(**{"small_emb": False, **best["config"]}), best["vocab"]  # older files: no small_emb
     level = DATASETS[saved.dataset][2]
     model = TransformerLM(model_config(saved, len(vocab))).to(dev)
     model.load_state_dict(best["model"])

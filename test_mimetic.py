@@ -444,6 +444,63 @@ def test_alpha_beta_outside_unit_interval(key):
         mv.mimetic_init_(proj.weight, proj.weight, 3)
 
 
+class Conv1D(nn.Module):
+    """Hugging Face GPT-2's Conv1D(nf, nx), written out: weight (nx, nf) = (in, out), y = x @ weight + bias."""
+    def __init__(self, nf, nx):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(nx, nf) * 0.02)
+        self.bias = nn.Parameter(torch.zeros(nf))
+
+    def forward(self, x):
+        return x @ self.weight + self.bias
+
+
+def applied(layer, d):
+    """The matrix W that `layer` applies as x @ W (+ bias), read off the layer's own forward."""
+    with torch.no_grad():
+        return (layer(torch.eye(d)) - layer(torch.zeros(1, d))).double()
+
+
+def check_applied_products(WQ, WK, WV, Wproj, heads, Z, a1, b1, a2, b2):
+    """Per head W_Q^h W_K^h^T = the best rank-k approximation of a1 Z1^h + b1 I, and W_V W_proj = a2 Z2 - b2 I,
+    with Z = [Z1 of head 0, 1, ..., Z2] replayed; all matrices in the x @ W convention."""
+    d = WQ.shape[0]
+    k, eye = d // heads, torch.eye(d, dtype=torch.float64)
+    for h in range(heads):
+        U, S, Vh = torch.linalg.svd(a1 * Z[h] + b1 * eye)
+        best = (U[:, :k] * S[:k]) @ Vh[:k]
+        assert torch.allclose(WQ[:, h * k:(h + 1) * k] @ WK[:, h * k:(h + 1) * k].T, best, atol=1e-5), h
+    assert (WV @ Wproj - (a2 * Z[heads] - b2 * eye)).abs().max() < 1e-5
+
+
+def check_conv1d_and_split_snippets(d=48, heads=3, layers=2):
+    # Hugging Face GPT-2: model.transformer.h[i].attn.{c_attn, c_proj, num_heads}, Conv1D weights (in, out)
+    gpt2_like = _NS(transformer=_NS(h=nn.ModuleList([_NS(attn=_NS(c_attn=Conv1D(3 * d, d), c_proj=Conv1D(d, d),
+                                                                  num_heads=heads)) for _ in range(layers)])))
+    torch.manual_seed(21)  # the snippets pass no generator: replay the global stream
+    exec(readme_snippet("conv1d"), {"model": gpt2_like, "mimetic_init_": mv.mimetic_init_, "torch": torch})
+    Z = replay_noise(21, d, layers * (heads + 1))
+    for i, block in enumerate(gpt2_like.transformer.h):
+        W = applied(block.attn.c_attn, d)  # (d, 3d): columns q, k, v as GPT-2 splits them
+        check_applied_products(W[:, :d], W[:, d:2 * d], W[:, 2 * d:], applied(block.attn.c_proj, d), heads,
+                               Z[i * (heads + 1):(i + 1) * (heads + 1)], 0.0, 0.5, 0.2, 0.2)
+    # separate q_proj, k_proj, v_proj, o_proj Linear layers (LLaMA-style names, no biases)
+    split_like = _NS(layers=nn.ModuleList([_NS(self_attn=_NS(**{f"{n}_proj": nn.Linear(d, d, bias=False)
+                                                                for n in "qkvo"})) for _ in range(layers)]))
+    split_like.config = type("Config", (), {"num_attention_heads": heads})()
+    torch.manual_seed(22)
+    exec(readme_snippet("split"), {"model": split_like, "mimetic_init_": mv.mimetic_init_, "torch": torch})
+    Z = replay_noise(22, d, layers * (heads + 1))
+    for i, layer in enumerate(split_like.layers):
+        a = layer.self_attn
+        check_applied_products(*(applied(p, d) for p in (a.q_proj, a.k_proj, a.v_proj, a.o_proj)), heads,
+                               Z[i * (heads + 1):(i + 1) * (heads + 1)], 0.7, 0.7, 0.4, 0.4)  # mv's defaults
+    # a weight in the wrong layout: the error names the README section that shows these snippets
+    with pytest.raises(ValueError, match="'Use it in your own model'"):
+        mv.mimetic_init_(gpt2_like.transformer.h[0].attn.c_attn.weight, torch.empty(d, d), heads)
+    assert "\n### Use it in your own model\n" in open(os.path.join(ROOT, "README.md")).read()
+
+
 def test_readme_snippets():
     d, heads = 48, 3
     # timm's VisionTransformer: model.blocks[i].attn.{qkv, proj, num_heads}
@@ -473,6 +530,7 @@ def test_readme_snippets():
     assert isinstance(mha, nn.MultiheadAttention)
     vo = vo_product(mha.in_proj_weight, mha.out_proj.weight)
     assert abs(vo.diagonal().mean().item() + 0.4) < 0.1
+    check_conv1d_and_split_snippets()  # Hugging Face GPT-2's Conv1D; separate q/k/v/o projections
 
 
 def test_lm_init_defaults_are_the_language_ones():
@@ -595,6 +653,36 @@ def test_lm_word_dropout_drops_whole_vectors():
         assert dropped[idx[0] == w].unique().numel() == 1
     model.eval()
     assert torch.allclose(model.embed(idx)[0], full * 0.5)        # no dropout in eval
+
+
+@pytest.mark.parametrize("init", lm.INITS)
+def test_lm_small_emb_init_range_tie_and_any_init(init):
+    """small_emb: wte uniform in [-1e-4, 1e-4], still tied to the head (so logits start near 0), and with
+    every init the other weights are those of small_emb=False (it changes only the embedding)."""
+    args = ["--width=32", "--depth=2", "--heads=4", "--seq_len=8", "--eval_stride=8", f"--init={init}"]
+    plain, small = (lm_as_main_builds_it(args + [f"--small_emb={s}"], 11) for s in (False, True))
+    w = small.wte.weight
+    assert w.abs().max() <= 1e-4 and (w != 0).all() and 4e-5 < w.std() < 7e-5  # U(-a, a) has std a / sqrt(3)
+    assert small.head.weight is w and sum(1 for p in small.parameters() if p is w) == 1
+    assert small(torch.randint(11, (2, 8))).abs().max() < 1e-2
+    a, b = plain.state_dict(), small.state_dict()
+    assert set(b) - set(a) == {"emb_norm.weight", "emb_norm.bias"} and not hasattr(plain, "emb_norm")
+    assert all(torch.equal(a[k], b[k]) for k in a if not k.startswith(("wte.", "head."))), init
+
+
+def test_lm_small_emb_layernorm_sits_between_tokens_and_positions():
+    """What the first block sees is LayerNorm(token embedding) + g P: per token mean 0 and variance 1 before
+    the positions (at init too, where the variance is 3e-9), unchanged by the embedding's scale."""
+    model = tiny_lm(small_emb=True).eval()
+    idx = torch.randint(23, (2, 16), generator=torch.Generator().manual_seed(1))
+    tok = model.embed(idx) - model.pos_embed[:16]
+    assert tok.mean(-1).abs().max() < 1e-5 and (tok.var(-1, unbiased=False) - 1).abs().max() < 1e-3
+    with torch.no_grad():
+        model.wte.weight.mul_(1000)                    # LayerNorm ignores the tokens' scale ...
+        assert torch.allclose(model.embed(idx), tok + model.pos_embed[:16], atol=1e-3)
+        before = model(idx)
+        model.emb_norm.weight.mul_(2)                  # ... and its own weight acts on the output
+        assert not torch.allclose(model(idx), before)
 
 
 def test_lm_sequence_longer_than_position_table():

@@ -24,6 +24,7 @@ hand-written sliding-window evaluation. Kept, but not evidence (they compare the
 itself or restate its own formula): test_init_identical_in_both_files, test_init_source_is_a_verbatim_copy,
 test_same_named_functions_are_identical_copies, test_lm_bpc_is_loss_over_ln2_and_ppl_is_exp.
 """
+import ast
 import inspect
 import json
 import math
@@ -574,8 +575,8 @@ def test_same_named_functions_are_identical_copies():
     differ = {"main", "train", "parse_config", "model_config", "restore", "load_dataset", "evaluate", "get_lr",
               "make_optimizer", "Attention", "Block", "plot_figures", "run_benchmark", "mimetic_init_"}
     def top_level(mod):
-        tree = __import__("ast").parse(inspect.getsource(mod))
-        return {n.name: n for n in tree.body if isinstance(n, (__import__("ast").FunctionDef, __import__("ast").ClassDef))}
+        tree = ast.parse(inspect.getsource(mod))
+        return {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
     a, b = top_level(mv), top_level(lm)
     shared = sorted(set(a) & set(b) - differ)
     assert len(shared) >= 25, shared
@@ -1008,8 +1009,7 @@ def test_lm_default_warmup_follows_the_run_length(tmp_path):
     write_corpus(str(tmp_path / "ptb"), lines=(300, 20, 20))
     args = [a for a in LM_TINY if not a.startswith("--warmup_steps")] + [f"--data_dir={tmp_path}", "--epochs=2"]
     res = lm.main(args + [f"--out_dir={tmp_path / 'a'}"])
-    steps = res["history"][-1]["lr"], res["config"]["warmup_steps"]
-    assert steps == (3e-3, -1)  # at the peak after the 5% warmup (no plateau step in 2 epochs)
+    assert (res["history"][-1]["lr"], res["config"]["warmup_steps"]) == (3e-3, -1)  # at the peak after the 5% warmup (no plateau step in 2 epochs)
     res = lm.main(args + [f"--out_dir={tmp_path / 'b'}", "--warmup_steps=1000"])
     assert res["history"][-1]["lr"] < 3e-3 / 10  # an explicit value is taken as it is
 
@@ -1470,7 +1470,7 @@ def test_help_lists_every_key_with_default_and_comment(prog):
     for key in mod.config_keys:
         line = next(l for l in r.stdout.splitlines() if l.startswith(f"{key} = "))
         default, comment = line.split("=", 1)[1].split("#", 1)
-        assert __import__("ast").literal_eval(default.strip()) == getattr(mod, key) and comment.strip(), line
+        assert ast.literal_eval(default.strip()) == getattr(mod, key) and comment.strip(), line
 
 
 def test_results_command_can_be_pasted_into_a_shell(tmp_path):

@@ -1,0 +1,162 @@
+"""Print the README's laptop-scale tables (Table 1, Table 2, Fig. 4, Table 6) from the results files.
+
+    python results/laptop_tables.py        # from the repository root; prints Markdown
+
+Every cell is read from a results.json below results/ and links to it; nothing is typed by hand.
+Statistics: mean +- sample standard deviation (n - 1) over seeds; a gap between two arms is the mean
+of the per-seed differences (same seed = same data order, augmentation and default-init draw) with
+its standard error, sd(differences) / sqrt(n). A test checks that README.md holds this output.
+"""
+
+import json
+import math
+import os
+
+VIT = "results/cpu-cifar10jpeg-w96d4h3p4-50k-e2"
+LM = "results/cpu-ptbchar-w128d4h4s128-900k-e3"
+PILOT = "results/cpu-pilot-cifar10jpeg-w96d4h3p4-50k-e2"  # seed 0 of Table 1, run first as the pilot
+
+
+def vit_dir(arm, seed):
+    if seed == 0 and arm in ("default", "mimetic"):
+        return f"{PILOT}-{arm}"
+    return f"{VIT}-{arm}-seed{seed}"
+
+
+def read(path):
+    with open(os.path.join(path, "results.json")) as f:
+        return json.load(f)
+
+
+def metric(path):
+    r = read(path)
+    return r["final_test_acc"] if "final_test_acc" in r else r["test_bpc"]
+
+
+def mean_std(xs):
+    m = sum(xs) / len(xs)
+    sd = math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1))
+    return m, sd
+
+
+def gap(a, b):
+    """Mean and standard error of the per-seed differences b - a."""
+    d = [y - x for x, y in zip(a, b)]
+    m, sd = mean_std(d)
+    return m, sd / math.sqrt(len(d))
+
+
+def cell(path, digits):
+    return f"[{metric(path):.{digits}f}]({path}/results.json)"
+
+
+def minutes(paths):
+    t = [read(p)["wall_time_s"] / 60 for p in paths]
+    return f"{min(t):.1f}-{max(t):.1f}"
+
+
+def arm_row(label, paper, paths, digits=2, extra=""):
+    xs = [metric(p) for p in paths]
+    m, sd = mean_std(xs)
+    seeds = " / ".join(cell(p, digits) for p in paths)
+    return f"| {label} | {paper} | **{m:.{digits}f} ± {sd:.{digits}f}** | {seeds} |{extra} {minutes(paths)} |"
+
+
+def table1(seeds=range(5), learned_seeds=range(3)):
+    """Mimetic vs the default init (sinusoidal positions, as every arm here), and vs the default init
+    with learned positions (Table 1's base may be that: README, "Where the paper is ambiguous")."""
+    d = [vit_dir("default", s) for s in seeds]
+    m = [vit_dir("mimetic", s) for s in seeds]
+    lp = [vit_dir("default-learnedpos", s) for s in learned_seeds]
+    print("| seed | default init | default init, learned positions | mimetic init | gap to default | gap to learned positions |")
+    print("|---|---|---|---|---|---|")
+    for s, a, b in zip(seeds, d, m):
+        c, g2 = ("-", "-") if s not in learned_seeds else (cell(lp[s], 2), f"{metric(b) - metric(lp[s]):+.2f}")
+        print(f"| {s} | {cell(a, 2)} | {c} | {cell(b, 2)} | {metric(b) - metric(a):+.2f} | {g2} |")
+    acc = lambda paths: [metric(p) for p in paths]
+    (ma, sa), (ml, sl), (mb, sb) = mean_std(acc(d)), mean_std(acc(lp)), mean_std(acc(m))
+    g, se = gap(acc(d), acc(m))
+    gl, sel = gap(acc(lp), acc(m[:len(lp)]))
+    print(f"| mean ± std | **{ma:.2f} ± {sa:.2f}** ({len(d)} seeds) | **{ml:.2f} ± {sl:.2f}** ({len(lp)} seeds) | "
+          f"**{mb:.2f} ± {sb:.2f}** ({len(m)} seeds) | **{g:+.2f} ± {se:.2f}** (SE) | **{gl:+.2f} ± {sel:.2f}** (SE) |")
+    print("| paper, Table 1 (ViT-Tiny, 100 epochs) | 86.07 (its base) | | 90.78 | +4.71 | |")
+    print(f"\nWall time per run: {minutes(d + lp + m)} min.")
+
+
+TABLE2 = [  # (label, paper's Table 2 accuracy with 6 heads, our arm name)
+    ("Our initialization", 91.38, "mimetic"),
+    ("W_V W_proj ~ -cI => W_V W_proj ~ +cI", 89.65, "voplus"),
+    ("Init only W_Q, W_K", 89.17, "qk"),
+    ("Random pos. embeddings", 88.70, "mimetic-learnedpos"),
+    ("No init (only sinusoidal pos. embeddings)", 87.39, "default"),
+    ("Init only W_V, W_proj", 87.23, "vo"),
+]
+FLAGS = {"mimetic": "--init=mimetic", "voplus": "--vo_sign=1", "qk": "--init=qk",
+         "mimetic-learnedpos": "--pos_emb=learned", "default": "--init=default", "vo": "--init=vo"}
+
+
+T95 = {2: 12.71, 3: 4.30, 4: 3.18, 5: 2.78}  # Student's t, two-sided 95%, by number of seeds (n - 1 dof)
+
+
+def verdict(paper_diff, g, se, n):
+    """Same sign as the paper's difference or not; 'clear' when the paired gap is outside its 95%
+    confidence interval around 0 (|gap| > t * SE; with 3 seeds t = 4.30)."""
+    same = (paper_diff > 0) == (g > 0)
+    clear = abs(g) > T95[n] * se
+    if same:
+        return "**same order, clear**" if clear else "same order, within noise"
+    return "**reversed, clear**" if clear else "reversed, within noise"
+
+
+def table2(seeds=range(3)):
+    runs = {arm: [vit_dir(arm, s) for s in seeds] for _, _, arm in TABLE2}
+    accs = {arm: [metric(p) for p in paths] for arm, paths in runs.items()}
+    print("| ablation (paper's order) | paper | ours, mean ± std (3 seeds) | seeds 0 / 1 / 2 | gap to ours, paired | minutes |")
+    print("|---|---|---|---|---|---|")
+    for label, paper, arm in TABLE2:
+        g, se = gap(accs["mimetic"], accs[arm])
+        extra = " |" if arm == "mimetic" else f" {g:+.2f} ± {se:.2f} |"
+        print(arm_row(f"{label} (`{FLAGS[arm]}`)", f"{paper:.2f}", runs[arm], extra=extra))
+    print("\nEvery pair of rows: does our order match the paper's? (ours: paired mean gap ± SE over seeds 0-2; "
+          "clear = outside its 95% confidence interval, |gap| > 4.30 SE)\n")
+    print("| row A | row B | paper A - B | ours A - B | verdict |")
+    print("|---|---|---|---|---|")
+    for i, (la, pa, a) in enumerate(TABLE2):
+        for lb, pb, b in TABLE2[i + 1:]:
+            g, se = gap(accs[b], accs[a])
+            print(f"| `{FLAGS[a]}` | `{FLAGS[b]}` | {pa - pb:+.2f} | {g:+.2f} ± {se:.2f} | {verdict(pa - pb, g, se, len(seeds))} |")
+
+
+def fig4(seeds=range(3), scales=("0.5", "1", "2", "4")):
+    def paths(g):
+        return [vit_dir("mimetic" if g == "1" else f"mimetic-pos{g}", s) for s in seeds]
+    base = [metric(p) for p in paths("1")]
+    print("| g (`--pos_scale`) | paper, Fig. 4 | ours, mean ± std (3 seeds) | seeds 0 / 1 / 2 | gap to g = 1, paired | minutes |")
+    print("|---|---|---|---|---|---|")
+    paper = {"1": "(reference)", "2": "about +0.5 over g = 1"}
+    for g in scales:
+        d, se = gap(base, [metric(p) for p in paths(g)])
+        extra = " |" if g == "1" else f" {d:+.2f} ± {se:.2f} |"
+        print(arm_row(g, paper.get(g, "(a curve; no number printed)"), paths(g), extra=extra))
+
+
+def table6(seeds=range(3)):
+    d = [f"{LM}-default-seed{s}" for s in seeds]
+    m = [f"{LM}-mimetic-seed{s}" for s in seeds]
+    print("| seed | default init, test bpc | mimetic init, test bpc | gap |")
+    print("|---|---|---|---|")
+    for s, a, b in zip(seeds, d, m):
+        print(f"| {s} | {cell(a, 3)} | {cell(b, 3)} | {metric(b) - metric(a):+.3f} |")
+    (ma, sa), (mb, sb) = mean_std([metric(p) for p in d]), mean_std([metric(p) for p in m])
+    g, se = gap([metric(p) for p in d], [metric(p) for p in m])
+    print(f"| mean ± std ({len(d)} seeds) | **{ma:.3f} ± {sa:.3f}** | **{mb:.3f} ± {sb:.3f}** | "
+          f"**{g:+.3f} ± {se:.3f}** (SE) |")
+    print("| paper, Table 6 (width 384, 12 layers, 100 epochs) | 1.233 | 1.210 | -0.023 |")
+    print(f"\nWall time per run: {minutes(d + m)} min.")
+
+
+if __name__ == "__main__":
+    for title, table in [("Table 1", table1), ("Table 2", table2), ("Fig. 4", fig4), ("Table 6", table6)]:
+        print(f"<!-- {title}: made by python results/laptop_tables.py -->\n")
+        table()
+        print()

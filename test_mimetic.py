@@ -1561,3 +1561,16 @@ def test_one_training_step_under_bf16_autocast_and_torch_compile_on_cpu(prog, tm
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     loss_of(compiled).backward()
     opt.step()
+
+
+def test_readme_laptop_tables_are_made_from_the_results_files():
+    """README.md's laptop-scale tables (Table 1, Table 2, Fig. 4, Table 6) are exactly what
+    results/laptop_tables.py prints from the committed results files, and every link in them exists: a
+    number typed or edited by hand, or a results file changed or missing, fails here."""
+    out = subprocess.run([sys.executable, os.path.join("results", "laptop_tables.py")], cwd=ROOT,
+                         capture_output=True, text=True, check=True).stdout
+    readme = open(os.path.join(ROOT, "README.md")).read()
+    missing = [line for line in out.splitlines() if line.strip() and line not in readme]
+    assert not missing, f"README.md lacks {len(missing)} lines of the tables, the first: {missing[0]}"
+    links = re.findall(r"\]\((results/[^)]+)\)", out)
+    assert len(links) >= 45 and all(os.path.isfile(os.path.join(ROOT, p)) for p in links)

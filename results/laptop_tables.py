@@ -33,6 +33,10 @@ def metric(path):
     return r["final_test_acc"] if "final_test_acc" in r else r["test_bpc"]
 
 
+def metrics(paths):
+    return [metric(p) for p in paths]
+
+
 def mean_std(xs):
     m = sum(xs) / len(xs)
     sd = math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1))
@@ -56,8 +60,7 @@ def minutes(paths):
 
 
 def arm_row(label, paper, paths, digits=2, extra=""):
-    xs = [metric(p) for p in paths]
-    m, sd = mean_std(xs)
+    m, sd = mean_std(metrics(paths))
     seeds = " / ".join(cell(p, digits) for p in paths)
     return f"| {label} | {paper} | **{m:.{digits}f} ± {sd:.{digits}f}** | {seeds} |{extra} {minutes(paths)} |"
 
@@ -73,10 +76,9 @@ def table1(seeds=range(5), learned_seeds=range(3)):
     for s, a, b in zip(seeds, d, m):
         c, g2 = ("-", "-") if s not in learned_seeds else (cell(lp[s], 2), f"{metric(b) - metric(lp[s]):+.2f}")
         print(f"| {s} | {cell(a, 2)} | {c} | {cell(b, 2)} | {metric(b) - metric(a):+.2f} | {g2} |")
-    acc = lambda paths: [metric(p) for p in paths]
-    (ma, sa), (ml, sl), (mb, sb) = mean_std(acc(d)), mean_std(acc(lp)), mean_std(acc(m))
-    g, se = gap(acc(d), acc(m))
-    gl, sel = gap(acc(lp), acc(m[:len(lp)]))
+    (ma, sa), (ml, sl), (mb, sb) = mean_std(metrics(d)), mean_std(metrics(lp)), mean_std(metrics(m))
+    g, se = gap(metrics(d), metrics(m))
+    gl, sel = gap(metrics(lp), metrics(m[:len(lp)]))
     print(f"| mean ± std | **{ma:.2f} ± {sa:.2f}** ({len(d)} seeds) | **{ml:.2f} ± {sl:.2f}** ({len(lp)} seeds) | "
           f"**{mb:.2f} ± {sb:.2f}** ({len(m)} seeds) | **{g:+.2f} ± {se:.2f}** (SE) | **{gl:+.2f} ± {sel:.2f}** (SE) |")
     print("| paper, Table 1 (ViT-Tiny, 100 epochs) | 86.07 (its base) | | 90.78 | +4.71 | |")
@@ -110,7 +112,7 @@ def verdict(paper_diff, g, se, n):
 
 def table2(seeds=range(3)):
     runs = {arm: [vit_dir(arm, s) for s in seeds] for _, _, arm in TABLE2}
-    accs = {arm: [metric(p) for p in paths] for arm, paths in runs.items()}
+    accs = {arm: metrics(paths) for arm, paths in runs.items()}
     print("| ablation (paper's order) | paper | ours, mean ± std (3 seeds) | seeds 0 / 1 / 2 | gap to ours, paired | minutes |")
     print("|---|---|---|---|---|---|")
     for label, paper, arm in TABLE2:
@@ -130,12 +132,12 @@ def table2(seeds=range(3)):
 def fig4(seeds=range(3), scales=("0.5", "1", "2", "4")):
     def paths(g):
         return [vit_dir("mimetic" if g == "1" else f"mimetic-pos{g}", s) for s in seeds]
-    base = [metric(p) for p in paths("1")]
+    base = metrics(paths("1"))
     print("| g (`--pos_scale`) | paper, Fig. 4 | ours, mean ± std (3 seeds) | seeds 0 / 1 / 2 | gap to g = 1, paired | minutes |")
     print("|---|---|---|---|---|---|")
     paper = {"1": "(reference)", "2": "about +0.5 over g = 1"}
     for g in scales:
-        d, se = gap(base, [metric(p) for p in paths(g)])
+        d, se = gap(base, metrics(paths(g)))
         extra = " |" if g == "1" else f" {d:+.2f} ± {se:.2f} |"
         print(arm_row(g, paper.get(g, "(a curve; no number printed)"), paths(g), extra=extra))
 
@@ -147,8 +149,9 @@ def table6(seeds=range(3)):
     print("|---|---|---|---|")
     for s, a, b in zip(seeds, d, m):
         print(f"| {s} | {cell(a, 3)} | {cell(b, 3)} | {metric(b) - metric(a):+.3f} |")
-    (ma, sa), (mb, sb) = mean_std([metric(p) for p in d]), mean_std([metric(p) for p in m])
-    g, se = gap([metric(p) for p in d], [metric(p) for p in m])
+    base, init = metrics(d), metrics(m)
+    (ma, sa), (mb, sb) = mean_std(base), mean_std(init)
+    g, se = gap(base, init)
     print(f"| mean ± std ({len(d)} seeds) | **{ma:.3f} ± {sa:.3f}** | **{mb:.3f} ± {sb:.3f}** | "
           f"**{g:+.3f} ± {se:.3f}** (SE) |")
     print("| paper, Table 6 (width 384, 12 layers, 100 epochs) | 1.233 | 1.210 | -0.023 |")

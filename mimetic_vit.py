@@ -550,7 +550,7 @@ def main(argv=None):
 # ===============================================================================================
 # tail: helpers the paper does not need (arguments, checkpoints, device, download, figures)
 
-CHOICES = {"init": INITS, "dataset": tuple(DATASETS), "pos_emb": ("sinusoidal", "learned"),
+CHOICES = {"init": INITS, "dataset": tuple(DATASETS), "pos_emb": ("sinusoidal", "learned"), "vo_sign": (-1, 1),
            "precision": ("auto", "bf16", "fp32"), "compile": ("auto", "true", "false")}
 RESUME_FREE = {"resume", "stop_epoch", "compile", "device", "eval_batch_size", "log_interval", "data_dir",
                "out_dir", "plot"}  # keys that may differ between a run and the checkpoint it resumes
@@ -579,7 +579,7 @@ def parse_config(argv):
     c = SimpleNamespace(**cfg)
     for key, allowed in CHOICES.items():
         if getattr(c, key) not in allowed:
-            raise SystemExit(f"error: --{key}={getattr(c, key)} must be one of {', '.join(allowed)}")
+            raise SystemExit(f"error: --{key}={getattr(c, key)} must be one of {', '.join(map(str, allowed))}")
     if c.width % c.heads:
         raise SystemExit(f"error: width {c.width} is not divisible by heads {c.heads}: choose heads that divide it")
     if (c.image_size or 32) % c.patch_size:

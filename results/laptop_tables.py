@@ -12,9 +12,10 @@ import json
 import math
 import os
 
-VIT = "results/cpu-cifar10jpeg-w96d4h3p4-50k-e2"
+VIT = "results/cpu-cifar10jpeg-w96d4h3p4-50k-e2"  # Table 2 and Fig. 4: the code at commit 4563b6d
+TVRA = "results/cpu-cifar10jpeg-w96d4h3p4-50k-e2-tvra"  # Table 1: today's code (torchvision's RandAugment)
 LM = "results/cpu-ptbchar-w128d4h4s128-900k-e3"
-PILOT = "results/cpu-pilot-cifar10jpeg-w96d4h3p4-50k-e2"  # seed 0 of Table 1, run first as the pilot
+PILOT = "results/cpu-pilot-cifar10jpeg-w96d4h3p4-50k-e2"  # seed 0 of the first Table 1, run first as the pilot
 
 
 def vit_dir(arm, seed):
@@ -59,6 +60,11 @@ def minutes(paths):
     return f"{min(t):.1f}-{max(t):.1f}"
 
 
+def epoch1(paths):
+    t = [read(p)["history"][0]["elapsed_s"] / 60 for p in paths]
+    return f"{min(t):.1f}-{max(t):.1f}"
+
+
 def arm_row(label, paper, paths, digits=2, extra=""):
     m, sd = mean_std(metrics(paths))
     seeds = " / ".join(cell(p, digits) for p in paths)
@@ -68,9 +74,9 @@ def arm_row(label, paper, paths, digits=2, extra=""):
 def table1(seeds=range(5), learned_seeds=range(3)):
     """Mimetic vs the default init (sinusoidal positions, as every arm here), and vs the default init
     with learned positions (Table 1's base may be that: README, "Where the paper is ambiguous")."""
-    d = [vit_dir("default", s) for s in seeds]
-    m = [vit_dir("mimetic", s) for s in seeds]
-    lp = [vit_dir("default-learnedpos", s) for s in learned_seeds]
+    d = [f"{TVRA}-default-seed{s}" for s in seeds]
+    m = [f"{TVRA}-mimetic-seed{s}" for s in seeds]
+    lp = [f"{TVRA}-default-learnedpos-seed{s}" for s in learned_seeds]
     print("| seed | default init | default init, learned positions | mimetic init | gap to default | gap to learned positions |")
     print("|---|---|---|---|---|---|")
     for s, a, b in zip(seeds, d, m):
@@ -82,7 +88,12 @@ def table1(seeds=range(5), learned_seeds=range(3)):
     print(f"| mean ± std | **{ma:.2f} ± {sa:.2f}** ({len(d)} seeds) | **{ml:.2f} ± {sl:.2f}** ({len(lp)} seeds) | "
           f"**{mb:.2f} ± {sb:.2f}** ({len(m)} seeds) | **{g:+.2f} ± {se:.2f}** (SE) | **{gl:+.2f} ± {sel:.2f}** (SE) |")
     print("| paper, Table 1 (ViT-Tiny, 100 epochs) | 86.07 (its base) | | 90.78 | +4.71 | |")
-    print(f"\nWall time per run: {minutes(d + lp + m)} min.")
+    old_d = metrics([vit_dir("default", s) for s in seeds])  # the same recipe before the RandAugment change
+    old_m = metrics([vit_dir("mimetic", s) for s in seeds])
+    (oa, osa), (ob, osb), (og, ose) = mean_std(old_d), mean_std(old_m), gap(old_d, old_m)
+    print(f"| the same, earlier RandAugment code (commit 4563b6d) | {oa:.2f} ± {osa:.2f} | | {ob:.2f} ± {osb:.2f} | "
+          f"{og:+.2f} ± {ose:.2f} (SE) | |")
+    print(f"\nWall time per run: {minutes(d + lp + m)} min; time of epoch 1: {epoch1(d + lp + m)} min.")
 
 
 TABLE2 = [  # (label, paper's Table 2 accuracy with 6 heads, our arm name)

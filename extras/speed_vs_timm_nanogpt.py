@@ -6,9 +6,12 @@ closure for every model; only the model differs. After `--warmup` steps per mode
 happens there), `--rounds` rounds follow; in each round every model runs `--steps` steps back to back, timed
 with time.perf_counter around them, and the order of the models rotates by one each round, so load from
 other processes on the machine falls on all models alike. Reported: the median over rounds of the seconds
-per step, as img/s or tok/s, and ours / reference.
+per step, as img/s or tok/s, and ours / reference. README.md, "Speed", quotes its logs in
+results/cpu-speed-vs-timm-nanogpt/ (made when this script was results/cpu-speed-vs-timm-nanogpt/bench.py;
+profile_lm.py there made the profile log). No table or figure of the paper.
 
-    python results/cpu-speed-vs-timm-nanogpt/bench.py --nanogpt=/tmp/nanogpt_model.py --mode=fp32
+Run from the repository root:
+    python extras/speed_vs_timm_nanogpt.py --nanogpt=/tmp/nanogpt_model.py --mode=fp32
     ... --mode=bf16 --depth=2 --vit_batch=4 --lm_batch=1      # bf16 autocast at a smaller shape
     ... --mode=compile                                       # fp32 torch.compile
 
@@ -19,6 +22,7 @@ import argparse
 import importlib.util
 import os
 import platform
+import shlex
 import statistics
 import sys
 import time
@@ -27,7 +31,7 @@ from contextlib import nullcontext
 import torch
 import torch.nn.functional as F
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 import mimetic_lm  # noqa: E402
 import mimetic_vit  # noqa: E402
@@ -60,8 +64,11 @@ def load():
 
 def models(args, nanogpt):
     """[(name, unit, items per step, model, make input)], ours then the reference, for each pair."""
-    import timm
-    from timm.models.vision_transformer import VisionTransformer
+    try:
+        import timm
+        from timm.models.vision_transformer import VisionTransformer
+    except ImportError:
+        raise SystemExit("error: timm is not installed: pip install timm") from None
     d = args.depth
     torch.manual_seed(0)
     ours_vit = mimetic_vit.ViT(mimetic_vit.ViTConfig(width=192, depth=d, heads=3, patch_size=2))
@@ -102,8 +109,9 @@ def make_step(name, model, make_input, amp, compiled):
     return step
 
 
-def main():
-    p = argparse.ArgumentParser()
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--nanogpt", default="/tmp/nanogpt_model.py", help="path of nanoGPT's model.py")
     p.add_argument("--mode", default="fp32", choices=["fp32", "bf16", "compile", "bf16-compile"])
     p.add_argument("--depth", type=int, default=12)
@@ -115,9 +123,12 @@ def main():
     p.add_argument("--steps", type=int, default=2)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--profile", type=int, default=0)
-    args = p.parse_args()
+    args = p.parse_args(argv)
+    if not os.path.exists(args.nanogpt):
+        raise SystemExit(f"error: --nanogpt={args.nanogpt} not found: pass the path of nanoGPT's model.py "
+                         f"(github.com/karpathy/nanoGPT)")
     torch.set_num_threads(args.threads)
-    print("command: python " + " ".join(sys.argv))
+    print("command: " + shlex.join(["python", "extras/speed_vs_timm_nanogpt.py", *argv]))
     print("hardware: " + hardware())
     print(f"load average (1, 5, 15 min) at start: {load()}")
     amp = torch.autocast("cpu", dtype=torch.bfloat16) if args.mode.startswith("bf16") else nullcontext()

@@ -1,0 +1,73 @@
+"""Training speed of mimetic_lm.py's model: forward + backward + AdamW step on synthetic tokens, one line of
+results (tok/s, model-matmul TFLOP/s, hardware, precision, shape). Takes mimetic_lm.py's --key=value keys
+(shape, dataset for the vocabulary size, batch_size, seq_len, precision, compile, device); reads no data.
+
+    python extras/bench_lm.py --dataset=ptb_char --batch_size=2             # Sec. 7's PTB shape
+    python extras/bench_lm.py --width=128 --depth=4 --heads=4 --seq_len=128 --compile=false
+"""
+import os
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import mimetic_lm  # noqa: E402
+
+# the vocabulary each dataset loads with (test_lm_section.py checks PTB and WikiText-2 against the files)
+VOCAB_SIZES = {"ptb_char": 49, "ptb_word": 10_000, "wikitext2": 33_278, "wikitext103": 267_735}
+
+
+def train_flops_per_token(c):
+    """Matmul FLOPs of forward + backward for one token (3x forward), ignoring norms and softmax; the causal
+    attention scores are counted in full, as SDPA computes them."""
+    n, d = c.block_size, c.width
+    per_layer = 2 * (4 * d * d + 2 * c.mlp_ratio * d * d) + 2 * 2 * n * d
+    return 3 * (c.depth * per_layer + 2 * d * c.vocab_size)
+
+
+def seconds_per_step(step, sync, steps=20, warmup=5):
+    """Seconds per call of step() after warmup calls (compilation and allocation happen there)."""
+    for _ in range(warmup):
+        step()
+    sync()
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        step()
+    sync()
+    return (time.perf_counter() - t0) / steps
+
+
+def main(argv=None):
+    cfg = mimetic_lm.parse_config(sys.argv[1:] if argv is None else argv)
+    dev = torch.device(cfg.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    amp, prec = mimetic_lm.autocast_for(dev, cfg.precision)
+    torch.manual_seed(cfg.seed)  # the model as mimetic_lm.main() builds it
+    model = mimetic_lm.TransformerLM(mimetic_lm.model_config(cfg, VOCAB_SIZES[cfg.dataset]))
+    mimetic_lm.init_attention_(model, cfg.init, cfg.alpha1, cfg.beta1, cfg.alpha2, cfg.beta2, cfg.vo_sign,
+                               generator=torch.Generator().manual_seed(cfg.seed))
+    model.to(dev)
+    c, compiled = model.config, cfg.compile == "true" or (cfg.compile == "auto" and dev.type == "cuda")
+    opt = mimetic_lm.make_optimizer(model, cfg.lr, cfg.weight_decay, dev)
+    net = torch.compile(model) if compiled else model
+    x = torch.randint(c.vocab_size, (cfg.batch_size, cfg.seq_len), device=dev)
+    y = torch.randint(c.vocab_size, (cfg.batch_size, cfg.seq_len), device=dev)
+
+    def step():
+        with amp:
+            logits = net(x)
+        F.cross_entropy(logits.float().flatten(0, 1), y.flatten()).backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
+    tps = cfg.batch_size * cfg.seq_len / seconds_per_step(step, sync)
+    print(f"benchmark: {tps:.0f} tok/s | {tps * train_flops_per_token(c) / 1e12:.2f} TFLOP/s (model matmuls) | "
+          f"{mimetic_lm.hardware(dev)} | {prec} | compile {compiled} | width {c.width} depth {c.depth} "
+          f"heads {c.heads} vocab {c.vocab_size} seq_len {cfg.seq_len} batch {cfg.batch_size}")
+    return tps
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,92 @@
+"""
+Throughput of mimetic_vit.py's training step, to estimate how long the paper's runs take on your machine
+(no table or figure of the paper; README.md, "Speed", quotes it with its log).
+
+Measures, after 5 warm-up steps (torch.compile and allocation happen there), 20 timed training steps on
+synthetic input: forward, the fp32 cross-entropy, backward, gradient clipping and the AdamW step, as
+mimetic_vit.train() does them (same optimizer, precision and compile choice). Then the augmentation
+pipeline alone (flip, RandAugment, Cutout, resize to image_size) on random uint8 32x32 batches, as
+train() applies it. The last line is
+
+    benchmark: N img/s | X TFLOP/s (model matmuls) | <hardware> | <precision> | compile <bool> | width .. batch ..
+
+Run from the repository root, with mimetic_vit.py's --key=value config keys (python mimetic_vit.py --help):
+    python extras/bench_vit.py --batch_size=32                                   # ViT-Tiny, Sec. 5.1
+    python extras/bench_vit.py --width=96 --depth=4 --heads=3 --patch_size=4 --batch_size=128   # laptop recipe
+    python extras/bench_vit.py --batch_size=512 --precision=bf16 --compile=true  # a GPU, the paper's batch
+"""
+
+import os
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+import mimetic_vit as mv  # noqa: E402
+
+
+def train_flops_per_image(c):
+    """Matmul FLOPs of forward + backward for one image, ignoring norms, softmax and GELU. A matmul's backward
+    costs twice its forward (gradients of weight and input); the patch embedding's input needs no gradient."""
+    n, d = c.num_tokens, c.width
+    per_layer = 2 * n * (4 * d * d + 2 * c.mlp_ratio * d * d) + 2 * 2 * n * n * d  # qkv, proj, MLP; q k^T, att v
+    patches = 2 * (n - 1) * c.in_channels * c.patch_size ** 2 * d
+    return 3 * (c.depth * per_layer + 2 * d * c.num_classes) + 2 * patches
+
+
+def seconds_per_call(fn, sync, steps, warmup):
+    for _ in range(warmup):
+        fn()
+    sync()
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        fn()
+    sync()
+    return (time.perf_counter() - t0) / steps
+
+
+def main(argv=None):
+    cfg = mv.parse_config(sys.argv[1:] if argv is None else argv)
+    dev, amp, prec = mv.device_and_precision(cfg)
+    print("config: " + " ".join(f"{k}={v}" for k, v in vars(cfg).items()))
+    torch.manual_seed(cfg.seed)  # the model as mimetic_vit.main() builds it
+    model = mv.ViT(mv.model_config(cfg))
+    mv.init_attention_(model, cfg.init, cfg.alpha1, cfg.beta1, cfg.alpha2, cfg.beta2, cfg.vo_sign,
+                       generator=torch.Generator().manual_seed(cfg.seed))
+    model.to(dev)
+    c = model.config
+    print(f"model: {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters, {c.num_tokens} tokens")
+    compiled = cfg.compile == "true" or (cfg.compile == "auto" and dev.type == "cuda")  # as mv.train() decides
+    net = torch.compile(model) if compiled else model
+    opt = mv.make_optimizer(model, cfg.lr, cfg.weight_decay, dev)
+    x = torch.randn(cfg.batch_size, 3, c.image_size, c.image_size, device=dev)
+    y = torch.randint(c.num_classes, (cfg.batch_size,), device=dev)
+    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
+
+    def step():
+        with amp:
+            logits = net(x)
+        F.cross_entropy(logits.float(), y).backward()
+        if cfg.grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    ips = cfg.batch_size / seconds_per_call(step, sync, steps=20, warmup=5)
+
+    gen, (mean, std) = torch.Generator().manual_seed(cfg.seed), mv.norm_stats(cfg.dataset, dev)
+    xb = torch.randint(256, (cfg.batch_size, 3, 32, 32), dtype=torch.uint8, device=dev)
+    aug_ips = cfg.batch_size / seconds_per_call(lambda: mv.resize(mv.augment(xb, gen, cfg, mean, std), c.image_size),
+                                                sync, steps=5, warmup=1)
+    print(f"augmentation pipeline: {aug_ips:.0f} img/s")
+    print(f"benchmark: {ips:.0f} img/s | {ips * train_flops_per_image(c) / 1e12:.2f} TFLOP/s (model matmuls) | "
+          f"{mv.hardware(dev)} | {prec} | compile {compiled} | width {c.width} depth {c.depth} heads {c.heads} "
+          f"patch {c.patch_size} image {c.image_size} batch {cfg.batch_size}")
+    return ips
+
+
+if __name__ == "__main__":
+    main()

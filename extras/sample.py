@@ -1,0 +1,65 @@
+"""Text sampled from a finished run of mimetic_lm.py: <out_dir>/best.pt holds the weights, the settings and the
+vocabulary, so no training flag needs repeating.
+
+    python extras/sample.py --out_dir=out/lm-ptb_char-mimetic-seed0 --n=300 --prompt="the " --temperature=1.0
+
+Characters: the prompt is read as characters ("\\n" = end of line). Words: split on spaces, every word in the
+vocabulary. Without a prompt, the text starts after an end of line. The draws are seeded (--seed).
+"""
+import argparse
+import os
+import sys
+from types import SimpleNamespace
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import mimetic_lm  # noqa: E402
+
+
+@torch.no_grad()
+def generate(model, idx, n, temperature=1.0, generator=None):
+    """Append n sampled tokens to idx (B, T), each drawn given the last block_size tokens."""
+    for _ in range(n):
+        logits = model(idx[:, -model.config.block_size:])[:, -1].float() / temperature
+        nxt = torch.multinomial(torch.softmax(logits, -1).cpu(), 1, generator=generator).to(idx.device)
+        idx = torch.cat([idx, nxt], dim=1)  # (B, T + 1)
+    return idx
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description="Sample text from a finished mimetic_lm.py run (its best.pt).")
+    p.add_argument("--out_dir", required=True, help="the run's folder, holding best.pt")
+    p.add_argument("--n", type=int, default=300, help="tokens to sample")
+    p.add_argument("--prompt", default="", help="text that the sample continues")
+    p.add_argument("--temperature", type=float, default=1.0, help="softmax temperature (> 0)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the draws")
+    p.add_argument("--device", default="", help='"" = cuda if available, else cpu')
+    args = p.parse_args(argv)
+    path = os.path.join(args.out_dir, "best.pt")
+    if not os.path.exists(path):
+        raise SystemExit(f"error: no {path}: --out_dir must name a run that finished at least one epoch")
+    best = torch.load(path, map_location="cpu", weights_only=False)
+    cfg, vocab = SimpleNamespace(**{"small_emb": False, **best["config"]}), best["vocab"]  # older runs: no small_emb
+    level = mimetic_lm.DATASETS[cfg.dataset][2]
+    dev = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    model = mimetic_lm.TransformerLM(mimetic_lm.model_config(cfg, len(vocab)))
+    model.load_state_dict(best["model"])
+    index = {w: i for i, w in enumerate(vocab)}
+    pieces = list(args.prompt.replace("\n", "<eos>")) if level == "char" else args.prompt.split()
+    unknown = [p for p in pieces if p not in index]
+    if unknown:
+        raise SystemExit(f"error: the prompt holds {unknown[:5]}, not in the {len(vocab)}-token vocabulary")
+    start = [index[p] for p in pieces or (list("<eos>") if level == "char" else ["<eos>"])]
+    out = generate(model.to(dev).eval(), torch.tensor([start], device=dev), args.n, args.temperature,
+                   torch.Generator().manual_seed(args.seed))[0].tolist()
+    if level == "char":
+        text = "".join(vocab[i] for i in out).replace("<eos>", "\n")
+    else:  # words joined by spaces, "<eos>" as a line break
+        text = " ".join(vocab[i] for i in out).replace(" <eos> ", "\n").replace("<eos> ", "\n").replace(" <eos>", "\n")
+    print(text)
+    return text
+
+
+if __name__ == "__main__":
+    main()

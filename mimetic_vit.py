@@ -676,7 +676,8 @@ def attention_maps(model, x):
 def save_figures(model, inputs, folder, clip=64):
     """qk.png (Fig. 1: W_Q^h W_K^h^T, columns are layers, rows are heads), vo.png (W_V W_proj, a panel a
     layer): the top-left clip x clip corner as the layer applies it, each panel scaled by its max |value|,
-    red > 0 > blue. attention.png (Fig. 2): each layer's map averaged over heads and inputs, darker = more."""
+    red > 0 > blue. attention.png (Fig. 2): each layer's map averaged over heads and inputs, darker = more,
+    each layer scaled by its own maximum."""
     import torchvision.utils as vutils
     os.makedirs(folder, exist_ok=True)
     qk, vo = [], []
@@ -689,9 +690,10 @@ def save_figures(model, inputs, folder, clip=64):
     for path, m in zip(paths, (rearrange(torch.stack(qk), "l h i j -> (h l) i j"), torch.stack(vo))):
         m = m / m.abs().amax(dim=(1, 2), keepdim=True).clamp(min=1e-12)
         rgb = torch.stack([1 + m.clamp(max=0), 1 - m.abs(), 1 - m.clamp(min=0)], dim=1)
-        vutils.save_image(rgb, path, nrow=len(qk), padding=2, pad_value=1)
+        vutils.save_image(F.interpolate(rgb, scale_factor=2), path, nrow=len(qk), padding=2, pad_value=1)  # 2x zoom
     maps = attention_maps(model, inputs).float().cpu()
-    vutils.save_image(1 - maps[:, None] / maps.amax(), paths[2], nrow=min(6, len(maps)), padding=2, pad_value=1)
+    maps = 1 - maps / maps.amax(dim=(1, 2), keepdim=True)  # each layer on its own scale
+    vutils.save_image(maps[:, None], paths[2], nrow=min(6, len(maps)), padding=2, pad_value=1)
     print("wrote " + ", ".join(paths))
     return paths
 

@@ -861,14 +861,16 @@ def test_figures(tmp_path):
     model = small_vit("mimetic", width=96, depth=2, heads=3).eval()
     paths = mv.save_figures(model, torch.randn(4, 3, 32, 32), str(tmp_path))
     qk, vo, att = (read_image(p) for p in paths)
-    # columns: 2 layers, rows: 3 heads, each a 64x64 panel, 2-pixel padding
-    assert qk.shape == (3, 3 * 64 + 4 * 2, 2 * 64 + 3 * 2) and vo.shape == (3, 64 + 2 * 2, 2 * 64 + 3 * 2)
+    # columns: 2 layers, rows: 3 heads, each a 64x64 panel zoomed 2x, 2-pixel padding
+    assert qk.shape == (3, 3 * 128 + 4 * 2, 2 * 128 + 3 * 2) and vo.shape == (3, 128 + 2 * 2, 2 * 128 + 3 * 2)
     # red > 0 > blue: the W_V W_proj diagonal is negative, so blue; W_Q W_K^T's is positive, so red
-    p = 2 + 10  # a pixel on the diagonal of the first panel
+    p = 2 + 10 * 2  # a pixel on the diagonal of the first panel
     assert vo[2, p, p] > vo[0, p, p] + 50 and qk[0, p, p] > qk[2, p, p] + 50
     assert att.shape == (3, 65 + 4, 2 * 65 + 6)  # 2 layers of 65x65 maps (patch 4: 64 patches + class)
     maps = mv.attention_maps(model, torch.randn(4, 3, 32, 32))  # darker = more attention: the diagonal (eq 8)
     assert att[0, 2 + 10, 2 + 10] < att[0, 2 + 10, 2 + 40] and maps[0, 10, 10] > maps[0, 10, 40]
+    second = att[0, 2:2 + 65, 2 + 65 + 2:2 + 2 * 65 + 2]  # each layer on its own scale: the darkest pixel is black
+    assert att[0, 2:2 + 65, 2:2 + 65].min() == 0 and second.min() == 0
 
 
 def test_plot_mode_fresh_and_checkpoint(tmp_path):

@@ -442,31 +442,31 @@ def make_optimizer(model, lr, weight_decay, dev):
 # training
 
 def train(model, data, norm, cfg, dev, amp, ckpt=None):
-    """AdamW with the schedule above on data = (train_x, train_y, test_x, test_y), uint8 images normalised
-    with norm = (mean, std); evaluates and checkpoints after every epoch (continuing `ckpt` bit for bit).
-    Returns the per-epoch history, or None when stopped early by --stop_epoch."""
+    """AdamW on data = (train_x, train_y, test_x, test_y), uint8 images normalised with norm = (mean, std);
+    evaluates and checkpoints after every epoch. Returns the history, or None when stopped by --stop_epoch."""
     train_x, train_y, test_x, test_y = data
     opt = make_optimizer(model, cfg.lr, cfg.weight_decay, dev)
     steps_per_epoch = len(train_x) // cfg.batch_size  # the last partial batch is dropped (fixed shapes)
     total_steps = cfg.epochs * steps_per_epoch
     warmup_steps = max(1, round(cfg.warmup_frac * total_steps))
     gen = torch.Generator().manual_seed(cfg.seed)  # data order, flips, Cutout (RandAugment: torch's own RNG)
-    history = []
-    if ckpt:
+    history = ckpt["history"] if ckpt else []
+    if ckpt:  # continue bit for bit: the optimizer and both random streams
         opt.load_state_dict(ckpt["optimizer"])
         gen.set_state(ckpt["data_rng"])
         torch.set_rng_state(ckpt["cpu_rng"])
-        history = ckpt["history"]
     compile_it = cfg.compile == "true" or (cfg.compile == "auto" and dev.type == "cuda")  # a CPU gains nothing
     net = torch.compile(model) if compile_it else model  # checkpoints save `model`, without _orig_mod.
     step = len(history) * steps_per_epoch
-    t_start = time.perf_counter() - (history[-1]["elapsed_s"] if history else 0.0)  # wall time counts across resumes
+    t_start = time.perf_counter() - (history[-1]["elapsed_s"] if history else 0.0)  # wall time across resumes
     for epoch in range(len(history) + 1, cfg.epochs + 1):
         perm = torch.randperm(len(train_x), generator=gen).to(dev)
-        sums, t_log = torch.zeros(2, 3, device=dev), time.perf_counter()  # (epoch, interval) x (loss*n, hits, n)
+        sums = torch.zeros(2, 3, device=dev)  # (this epoch, this log interval) x (loss * n, correct, n)
+        t_log = time.perf_counter()
         for i in range(steps_per_epoch):
             idx = perm[i * cfg.batch_size:(i + 1) * cfg.batch_size]
-            xb, yb = resize(augment(train_x[idx], gen, cfg, *norm), model.config.image_size), train_y[idx]
+            xb = resize(augment(train_x[idx], gen, cfg, *norm), model.config.image_size)
+            yb = train_y[idx]
             lr = get_lr(step, total_steps, warmup_steps, cfg.lr)
             for group in opt.param_groups:
                 group["lr"] = lr
@@ -484,12 +484,12 @@ def train(model, data, norm, cfg, dev, amp, ckpt=None):
                 loss_sum, hits, n = sums[1].tolist()  # the only wait for the device between log lines
                 print(f"step {step}/{total_steps} | epoch {epoch} | loss {loss_sum / n:.4f} | acc {100 * hits / n:.1f} "
                       f"| lr {lr:.1e} | {n / (time.perf_counter() - t_log):.0f} img/s")
-                sums[1], t_log = 0, time.perf_counter()
+                sums[1] = 0
+                t_log = time.perf_counter()
         loss_sum, hits, n = sums[0].tolist()
         test_loss, test_acc = evaluate(net, test_x, test_y, *norm, cfg.eval_batch_size, amp)
         if not math.isfinite(test_loss):  # never checkpoint weights that evaluate to NaN
-            raise SystemExit(f"error: the test loss is not finite after epoch {epoch}; the last good checkpoint "
-                             f"(if any) is kept. Try a lower --lr in a new --out_dir.")
+            raise SystemExit(f"error: the test loss is not finite after epoch {epoch}; the last checkpoint is kept")
         history.append({"epoch": epoch, "train_loss": loss_sum / n, "train_acc": 100 * hits / n, "test_loss": test_loss,
                         "test_acc": test_acc, "elapsed_s": round(time.perf_counter() - t_start, 1)})
         print(f"epoch {epoch}/{cfg.epochs} | train loss {loss_sum / n:.4f} | test loss {test_loss:.4f} | "
@@ -654,7 +654,7 @@ def download(name, root, base, missing):
     except OSError:
         raise SystemExit(f"error: {name} not found: {base}/ lacks {', '.join(missing)}, and the download host "
                          f"cannot be reached. Put the official python-version files ({tv.filename}, unpacked) in "
-                         f"{base}/, or pass --data_dir=<folder that holds it> (README.md, 'Without internet')") from None
+                         f"{base}/, or pass --data_dir=<folder that holds {os.path.basename(base)}/>") from None
     tv(root, train=True, download=True)  # downloads and unpacks into <root>/<folder>/
 
 

@@ -603,8 +603,8 @@ def prepare_out_dir(cfg):
     if found and not cfg.resume and not cfg.plot:
         raise SystemExit(f"error: {cfg.out_dir} already holds {', '.join(found)} of another run: continue it with "
                          f"--resume=True, or pass another --out_dir (or delete the folder to start afresh)")
-    os.makedirs(cfg.out_dir, exist_ok=True)
     if not cfg.resume:
+        os.makedirs(cfg.out_dir, exist_ok=True)
         return None
     if not os.path.exists(path):
         raise SystemExit(f"error: --resume=True but there is no checkpoint at {path}: check --out_dir")

@@ -796,6 +796,7 @@ def test_resume_equals_uninterrupted(tmp_path):
         mv.main(common + [f"--out_dir={tmp_path / 'split'}", "--resume=True", "--width=64"])
     with pytest.raises(SystemExit, match="error: --resume=True but there is no checkpoint at"):
         mv.main(common + [f"--out_dir={tmp_path / 'none'}", "--resume=True"])
+    assert not (tmp_path / "none").exists()  # before any work: no folder made
 
 
 def test_nan_stops_and_keeps_last_good_checkpoint(tmp_path, monkeypatch):

@@ -25,7 +25,8 @@ Expected results (README.md links every number to its results file and log):
   - paper, Table 1, ViT-Tiny, 100 epochs on CIFAR-10: 86.07% (default init) -> 90.78% (mimetic);
     ours on a GPU: not yet measured.
   - ours, the laptop recipe above (AMD EPYC, 1 thread per arm, fp32, CIFAR-10 JPEG copy), seeds 0-4:
-    RESULTS_PLACEHOLDER
+    44.93 +- 1.20% (default init) -> 48.92 +- 1.90% (mimetic), mean +- std; mimetic ahead on 4 seeds by
+    4.2 to 6.1 points and level on one (mean gap 3.99, standard error 1.04)
 """
 
 import json

@@ -10,7 +10,7 @@ checkpoints, devices, downloads, figures). Side modes live in extras/ and import
 Run (GPU, downloads CIFAR-10 into ./data, the paper's ViT-Tiny for 100 epochs, mimetic init):
     python mimetic_vit.py
     python mimetic_vit.py --init=default             # the same model and pipeline without it
-CPU quick run, the laptop recipe (about 9 minutes per arm on one core, fp32; all 50,000 training images,
+CPU quick run, the laptop recipe (about 9-10 minutes per arm on one core, fp32; all 50,000 training images,
 2 epochs; README.md, "Laptop scale", has it with 5 seeds and every Table 2 row):
     python mimetic_vit.py --width=96 --depth=4 --heads=3 --patch_size=4 --epochs=2 --batch_size=128
     python mimetic_vit.py --width=96 --depth=4 --heads=3 --patch_size=4 --epochs=2 --batch_size=128 --init=default

@@ -263,22 +263,18 @@ def mimetic_init_(qkv_weight, proj_weight, num_heads, alpha1=0.0, beta1=0.5, alp
     | W_V W_proj (d x d, one per layer) | a2 Z2 - b2 I, exactly (up to float rounding)    | 2, 3, 4    |
     | W_Q^h W_K^h^T (d x d, per head h) | best rank-k approximation of a1 Z1^h + b1 I     | 1, 5, 6, 7 |
 
-    Z1^h (afresh for every head) and Z2 have i.i.d. N(0, 1/d) entries, as the paper says for both.
-    The rank-k truncation (Eckart-Young) weakens the diagonal: mean about 0.39, not 0.7, for
-    a1 = b1 = 0.7 and k = d/3.
+    Z1^h (afresh for every head) and Z2 have i.i.d. N(0, 1/d) entries, as the paper says for both. The rank-k
+    truncation (Eckart-Young) weakens the diagonal: mean about 0.39, not 0.7, for a1 = b1 = 0.7 and k = d/3.
 
-    qkv_weight: (3d, d), the weight of a fused nn.Linear(d, 3d): rows q, then k, then v, each head a
-        contiguous block of k = d / num_heads rows (timm `qkv`, nanoGPT `c_attn`,
-        nn.MultiheadAttention `in_proj_weight`). Other layouts: README, "Use it in your own model".
-    proj_weight: (d, d), the weight of the output projection nn.Linear(d, d).
-    nn.Linear computes x @ weight.T, so in the paper's row-vector notation (q = x W_Q) the q rows of
-    head h hold (W_Q^h)^T, the v rows hold W_V^T, and proj_weight holds eq 4's W_proj.
-    vo_sign=+1 targets a2 Z2 + b2 I (Table 2, "W_V W_proj ~ +cI"); init_qk / init_vo = False leaves
-    those weights as they are (Table 2, "init only W_V, W_proj" / "only W_Q, W_K").
-    Biases are not touched (the paper speaks only of weights). With a generator the draws are, in
-    order, Z1 of head 0, 1, ..., then Z2, whatever is initialised; noise and SVDs are float64 on the
-    generator's device, then cast to the weights' dtype.
-    """
+    qkv_weight: (3d, d), the weight of a fused nn.Linear(d, 3d): rows q, then k, then v, each head a contiguous
+        block of k = d / num_heads rows (timm `qkv`, nanoGPT `c_attn`, nn.MultiheadAttention `in_proj_weight`;
+        other layouts: README, "Use it in your own model"). proj_weight: (d, d), of the output nn.Linear(d, d).
+    nn.Linear computes x @ weight.T, so in the paper's row-vector notation (q = x W_Q) the q rows of head h
+    hold (W_Q^h)^T, the v rows hold W_V^T, and proj_weight holds eq 4's W_proj.
+    vo_sign=+1 targets a2 Z2 + b2 I (Table 2, "W_V W_proj ~ +cI"); init_qk / init_vo = False leaves those
+    weights as they are (Table 2, "init only W_V, W_proj" / "only W_Q, W_K"). Biases are not touched (the
+    paper speaks only of weights). The draws are Z1 of head 0, 1, ..., then Z2, whatever is initialised;
+    noise and SVDs are float64 on the generator's device, then cast to the weights' dtype."""
     d = proj_weight.shape[0]
     if proj_weight.shape != (d, d) or qkv_weight.shape != (3 * d, d):
         raise ValueError(f"expected qkv_weight (3d, d) and proj_weight (d, d) in nn.Linear's (out, in) layout, "
@@ -504,15 +500,14 @@ def train(model, data, cfg, dev, amp, ckpt=None, rank=0, world=1):
     train_ids = (ids["train"][:cfg.train_subset] if cfg.train_subset else ids["train"]).to(dev)
     steps = (len(train_ids) - 1 - cfg.seq_len) // cfg.seq_len // cfg.batch_size  # per epoch, as batches() makes
     if steps < 1:
-        raise ValueError(f"{len(train_ids):,} training tokens make fewer sequences of {cfg.seq_len} than "
+        raise SystemExit(f"error: {len(train_ids):,} training tokens make fewer sequences of {cfg.seq_len} than "
                          f"batch_size {cfg.batch_size}: lower --batch_size or --seq_len")
     warmup = cfg.warmup_steps if cfg.warmup_steps >= 0 else round(0.05 * cfg.epochs * steps)
     opt = make_optimizer(model, cfg.lr, cfg.weight_decay, dev)
     gen = torch.Generator().manual_seed(cfg.seed)  # data order: the same on every rank
     torch.manual_seed(cfg.seed + 1 + rank)         # dropout: its own stream per rank
-    s = dict(history=[], elapsed=0.0, lr_scale=1.0, best_val=math.inf)  # the schedule's state
-    if ckpt is not None:
-        s = restore(ckpt, opt, gen, dev, rank)
+    s = restore(ckpt, opt, gen, dev, rank) if ckpt is not None else dict(  # the schedule's state
+        history=[], elapsed=0.0, lr_scale=1.0, best_val=math.inf)
     net = torch.compile(model) if cfg.compile == "true" or (cfg.compile == "auto" and dev.type == "cuda") else model
     if world > 1:
         net = nn.parallel.DistributedDataParallel(net, device_ids=[dev.index] if dev.type == "cuda" else None)

@@ -241,22 +241,18 @@ def mimetic_init_(qkv_weight, proj_weight, num_heads, alpha1=0.7, beta1=0.7, alp
     | W_V W_proj (d x d, one per layer) | a2 Z2 - b2 I, exactly (up to float rounding)    | 2, 3, 4    |
     | W_Q^h W_K^h^T (d x d, per head h) | best rank-k approximation of a1 Z1^h + b1 I     | 1, 5, 6, 7 |
 
-    Z1^h (afresh for every head) and Z2 have i.i.d. N(0, 1/d) entries, as the paper says for both.
-    The rank-k truncation (Eckart-Young) weakens the diagonal: mean about 0.39, not 0.7, for
-    a1 = b1 = 0.7 and k = d/3.
+    Z1^h (afresh for every head) and Z2 have i.i.d. N(0, 1/d) entries, as the paper says for both. The rank-k
+    truncation (Eckart-Young) weakens the diagonal: mean about 0.39, not 0.7, for a1 = b1 = 0.7 and k = d/3.
 
-    qkv_weight: (3d, d), the weight of a fused nn.Linear(d, 3d): rows q, then k, then v, each head a
-        contiguous block of k = d / num_heads rows (timm `qkv`, nanoGPT `c_attn`,
-        nn.MultiheadAttention `in_proj_weight`). Other layouts: README, "Use it in your own model".
-    proj_weight: (d, d), the weight of the output projection nn.Linear(d, d).
-    nn.Linear computes x @ weight.T, so in the paper's row-vector notation (q = x W_Q) the q rows of
-    head h hold (W_Q^h)^T, the v rows hold W_V^T, and proj_weight holds eq 4's W_proj.
-    vo_sign=+1 targets a2 Z2 + b2 I (Table 2, "W_V W_proj ~ +cI"); init_qk / init_vo = False leaves
-    those weights as they are (Table 2, "init only W_V, W_proj" / "only W_Q, W_K").
-    Biases are not touched (the paper speaks only of weights). With a generator the draws are, in
-    order, Z1 of head 0, 1, ..., then Z2, whatever is initialised; noise and SVDs are float64 on the
-    generator's device, then cast to the weights' dtype.
-    """
+    qkv_weight: (3d, d), the weight of a fused nn.Linear(d, 3d): rows q, then k, then v, each head a contiguous
+        block of k = d / num_heads rows (timm `qkv`, nanoGPT `c_attn`, nn.MultiheadAttention `in_proj_weight`;
+        other layouts: README, "Use it in your own model"). proj_weight: (d, d), of the output nn.Linear(d, d).
+    nn.Linear computes x @ weight.T, so in the paper's row-vector notation (q = x W_Q) the q rows of head h
+    hold (W_Q^h)^T, the v rows hold W_V^T, and proj_weight holds eq 4's W_proj.
+    vo_sign=+1 targets a2 Z2 + b2 I (Table 2, "W_V W_proj ~ +cI"); init_qk / init_vo = False leaves those
+    weights as they are (Table 2, "init only W_V, W_proj" / "only W_Q, W_K"). Biases are not touched (the
+    paper speaks only of weights). The draws are Z1 of head 0, 1, ..., then Z2, whatever is initialised;
+    noise and SVDs are float64 on the generator's device, then cast to the weights' dtype."""
     d = proj_weight.shape[0]
     if proj_weight.shape != (d, d) or qkv_weight.shape != (3 * d, d):
         raise ValueError(f"expected qkv_weight (3d, d) and proj_weight (d, d) in nn.Linear's (out, in) layout, "

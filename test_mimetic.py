@@ -843,6 +843,16 @@ def test_bad_values_are_one_line_errors_before_any_work(tmp_path, args, message)
     assert not out.exists()
 
 
+def test_batch_larger_than_the_data_is_one_line_before_training(tmp_path):
+    write_cifar(tmp_path, n_per_batch=4, n_test=8)  # 20 training images
+    with pytest.raises(SystemExit, match=r"^error: 20 training images but batch_size 32: lower --batch_size$"):
+        mv.main(TINY + [f"--data_dir={tmp_path}", f"--out_dir={tmp_path / 'v'}"])
+    write_corpus(str(tmp_path / "ptb"), lines=(60, 10, 10))
+    with pytest.raises(SystemExit, match=r"^error: .* training tokens make fewer sequences of 16 than batch_size 4096"):
+        lm.main(LM_TINY + ["--batch_size=4096", f"--data_dir={tmp_path}", f"--out_dir={tmp_path / 'l'}"])
+    assert not (tmp_path / "l" / "ckpt.pt").exists()
+
+
 def test_other_errors_keep_their_traceback():
     """Only the mistakes above become one line: an error inside the code raises as it is (here: a value the
     paper's init rejects, raised by mimetic_init_ itself, and a batch whose labels do not match)."""

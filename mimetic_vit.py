@@ -361,9 +361,9 @@ def load_dataset(name, root):
     return torch.cat(xs[:-1]), torch.cat(ys[:-1]), xs[-1], ys[-1]  # the last file is the test set
 
 
-def norm_stats(name, dev):
-    mean, std = MEAN_STD[name]
-    return torch.tensor(mean, device=dev).view(1, 3, 1, 1), torch.tensor(std, device=dev).view(1, 3, 1, 1)
+def norm_stats(mean_std, dev):
+    """Per-channel (mean, std), as in MEAN_STD, -> two (1, 3, 1, 1) tensors on the device."""
+    return tuple(torch.tensor(v, device=dev).view(1, 3, 1, 1) for v in mean_std)
 
 
 def augment(x, gen, cfg, mean, std):
@@ -526,7 +526,7 @@ def main(argv=None):
         data[0], data[1] = data[0][:cfg.train_subset], data[1][:cfg.train_subset]
     if len(data[0]) < cfg.batch_size:
         raise SystemExit(f"error: {len(data[0])} training images but batch_size {cfg.batch_size}: lower --batch_size")
-    mean, std = norm_stats(cfg.dataset, dev)
+    mean, std = norm_stats(MEAN_STD[cfg.dataset], dev)
     if cfg.plot:  # Figs. 1-2 for 64 test images, of the fresh model or (with --resume) of the checkpoint
         images = resize((data[2][:64].float() / 255 - mean) / std, model.config.image_size)
         return save_figures(model.eval(), images, os.path.join(cfg.out_dir, "figures" if ckpt else "figures-init"))

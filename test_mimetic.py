@@ -683,7 +683,7 @@ def test_resize_to_image_size():
     # evaluate resizes the uint8 32x32 test images to the model's image_size (else the patching fails)
     model = small_vit("mimetic", patch_size=16, image_size=64)
     x8, y8 = torch.randint(256, (6, 3, 32, 32), dtype=torch.uint8), torch.randint(10, (6,))
-    mean, std = mv.norm_stats("cifar10", "cpu")
+    mean, std = mv.norm_stats(mv.MEAN_STD["cifar10"], "cpu")
     loss, acc = mv.evaluate(model, x8, y8, mean, std, 4, torch.autocast("cpu", enabled=False))
     with torch.no_grad():
         logits = model(mv.resize((x8.float() / 255 - mean) / std, 64))
@@ -694,7 +694,7 @@ def test_randaugment_is_torchvisions_one_draw_per_chunk():
     """With flips and Cutout off, augment is torchvision's public v2.RandAugment(ra_n, ra_m) applied to each
     chunk of ra_chunk images in turn, from torch's global RNG; then normalised. Chunks draw their own ops."""
     import torchvision.transforms.v2 as T
-    mean, std = mv.norm_stats("cifar10", "cpu")
+    mean, std = mv.norm_stats(mv.MEAN_STD["cifar10"], "cpu")
     x = torch.randint(256, (1, 3, 32, 32), dtype=torch.uint8, generator=torch.Generator().manual_seed(0)).repeat(64, 1, 1, 1)
     cfg = mv.parse_config(["--cutout=0", "--hflip=False", "--ra_chunk=4", "--ra_m=14"])
     torch.manual_seed(3)
@@ -712,7 +712,7 @@ def test_randaugment_is_torchvisions_one_draw_per_chunk():
 
 
 def test_flip_and_cutout_per_image_from_the_generator():
-    mean, std = mv.norm_stats("cifar10", "cpu")
+    mean, std = mv.norm_stats(mv.MEAN_STD["cifar10"], "cpu")
     x = torch.randint(256, (1, 3, 32, 32), dtype=torch.uint8, generator=torch.Generator().manual_seed(0)).repeat(64, 1, 1, 1)
     plain = (x.float() / 255 - mean) / std
     cfg = mv.parse_config(["--cutout=0", "--ra_n=0"])

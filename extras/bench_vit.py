@@ -77,7 +77,7 @@ def main(argv=None):
 
     ips = cfg.batch_size / seconds_per_call(step, sync, steps=20, warmup=5)
 
-    gen, (mean, std) = torch.Generator().manual_seed(cfg.seed), mv.norm_stats(cfg.dataset, dev)
+    gen, (mean, std) = torch.Generator().manual_seed(cfg.seed), mv.norm_stats(mv.MEAN_STD[cfg.dataset], dev)
     xb = torch.randint(256, (cfg.batch_size, 3, 32, 32), dtype=torch.uint8, device=dev)
     aug_ips = cfg.batch_size / seconds_per_call(lambda: mv.resize(mv.augment(xb, gen, cfg, mean, std), c.image_size),
                                                 sync, steps=5, warmup=1)

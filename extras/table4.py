@@ -179,7 +179,7 @@ def main(argv=None):
         data[0], data[1] = data[0][:cfg.train_subset], data[1][:cfg.train_subset]
     if len(data[0]) < cfg.batch_size:
         raise SystemExit(f"error: {len(data[0])} training images but batch_size {cfg.batch_size}: lower --batch_size")
-    norm = tuple(torch.tensor(v, device=dev).view(1, 3, 1, 1) for v in (mean, std))
+    norm = mv.norm_stats((mean, std), dev)
     if cfg.plot:  # Figs. 1-2 for 64 test images, as mimetic_vit.py --plot=True
         images = mv.resize((data[2][:64].float() / 255 - norm[0]) / norm[1], model.config.image_size)
         return mv.save_figures(model.eval(), images, os.path.join(cfg.out_dir, "figures" if ckpt else "figures-init"))

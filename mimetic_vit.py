@@ -332,6 +332,16 @@ def init_attention_(model, init, alpha1, beta1, alpha2, beta2, vo_sign=-1, gener
                       beta2, generator, vo_sign, init_qk=init != "vo", init_vo=init != "qk")
 
 
+def build_model(cfg, model_cfg):
+    """The model with its default init (timm's, drawn from torch's RNG seeded with cfg.seed), then the
+    attention init (from its own generator), on the CPU and before any torch.compile."""
+    torch.manual_seed(cfg.seed)
+    model = ViT(model_cfg)
+    init_attention_(model, cfg.init, cfg.alpha1, cfg.beta1, cfg.alpha2, cfg.beta2, cfg.vo_sign,
+                    generator=torch.Generator().manual_seed(cfg.seed))
+    return model
+
+
 # -----------------------------------------------------------------------------------------------
 # data: a dataset lives whole on the training device as uint8 (N, 3, 32, 32) and is augmented there,
 # batch by batch, at its own size (so RandAugment and Cutout keep their CIFAR meaning), then resized to
@@ -510,12 +520,7 @@ def main(argv=None):
     print("config: " + " ".join(f"{k}={v}" for k, v in vars(cfg).items()))
     ckpt = prepare_out_dir(cfg)  # the checkpoint to resume, or None; never another run's folder
 
-    # the model with its default init (timm's), then the mimetic init, before any torch.compile
-    torch.manual_seed(cfg.seed)
-    model = ViT(model_config(cfg))
-    init_attention_(model, cfg.init, cfg.alpha1, cfg.beta1, cfg.alpha2, cfg.beta2, cfg.vo_sign,
-                    generator=torch.Generator().manual_seed(cfg.seed))
-    model.to(dev)
+    model = build_model(cfg, model_config(cfg)).to(dev)
     if ckpt is not None:
         model.load_state_dict(ckpt["model"])
     print(f"model: {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters, "
@@ -532,16 +537,10 @@ def main(argv=None):
         return save_figures(model.eval(), images, os.path.join(cfg.out_dir, "figures" if ckpt else "figures-init"))
 
     history = train(model, data, (mean, std), cfg, dev, amp, ckpt)
-    if history is None:
+    if history is None:  # stopped by --stop_epoch
         return None
-    results = {"config": vars(cfg), "model_config": asdict(model.config),
-               "final_test_acc": history[-1]["test_acc"], "epochs_done": len(history), "history": history,
-               "wall_time_s": history[-1]["elapsed_s"], "hardware": hardware(dev), "precision": prec,
-               "command": shlex.join(["python", "mimetic_vit.py", *argv])}
-    with open(os.path.join(cfg.out_dir, "results.json"), "w") as f:
-        json.dump(results, f, indent=1)
-    print(f"final test accuracy {results['final_test_acc']:.2f} | wrote {os.path.join(cfg.out_dir, 'results.json')}")
-    return results
+    return write_results(cfg, model, history, dev, prec, ["python", "mimetic_vit.py", *argv])
+
 
 
 # ===============================================================================================
@@ -618,6 +617,18 @@ def save_checkpoint(path, state):
     """Atomic: a temp file, then a rename, so a crash or Ctrl-C leaves the old file or the new one."""
     torch.save(state, path + ".tmp")
     os.replace(path + ".tmp", path)
+
+
+def write_results(cfg, model, history, dev, prec, command):
+    """<out_dir>/results.json: config, metrics, wall time, hardware, precision and the command, quoted."""
+    results = {"config": vars(cfg), "model_config": asdict(model.config),
+               "final_test_acc": history[-1]["test_acc"], "epochs_done": len(history), "history": history,
+               "wall_time_s": history[-1]["elapsed_s"], "hardware": hardware(dev), "precision": prec,
+               "command": shlex.join(command)}
+    with open(os.path.join(cfg.out_dir, "results.json"), "w") as f:
+        json.dump(results, f, indent=1)
+    print(f"final test accuracy {results['final_test_acc']:.2f} | wrote {os.path.join(cfg.out_dir, 'results.json')}")
+    return results
 
 
 def device_and_precision(cfg):

@@ -29,13 +29,10 @@ Data, in --data_dir (default data/):
     delete it to decode again).
 """
 
-import json
 import os
-import shlex
 import socket
 import sys
 import time
-from dataclasses import asdict
 from urllib.parse import urlparse
 
 import torch
@@ -161,13 +158,10 @@ def main(argv=None):
     ckpt = mv.prepare_out_dir(cfg)
 
     # the model as mimetic_vit.main() builds it, with this dataset's classes and image side
-    torch.manual_seed(cfg.seed)
-    model = mv.ViT(mv.ViTConfig(image_size=cfg.image_size or side, patch_size=cfg.patch_size, num_classes=classes,
-                                width=cfg.width, depth=cfg.depth, heads=cfg.heads, mlp_ratio=cfg.mlp_ratio,
-                                pos_emb=cfg.pos_emb, pos_scale=cfg.pos_scale, pos_trainable=cfg.pos_trainable))
-    mv.init_attention_(model, cfg.init, cfg.alpha1, cfg.beta1, cfg.alpha2, cfg.beta2, cfg.vo_sign,
-                       generator=torch.Generator().manual_seed(cfg.seed))
-    model.to(dev)
+    model_cfg = mv.ViTConfig(image_size=cfg.image_size or side, patch_size=cfg.patch_size, num_classes=classes,
+                             width=cfg.width, depth=cfg.depth, heads=cfg.heads, mlp_ratio=cfg.mlp_ratio,
+                             pos_emb=cfg.pos_emb, pos_scale=cfg.pos_scale, pos_trainable=cfg.pos_trainable)
+    model = mv.build_model(cfg, model_cfg).to(dev)
     if ckpt is not None:
         model.load_state_dict(ckpt["model"])
     print(f"model: {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters, {model.config.num_tokens} "
@@ -186,14 +180,7 @@ def main(argv=None):
     history = mv.train(model, data, norm, cfg, dev, amp, ckpt)
     if history is None:  # --stop_epoch
         return None
-    results = {"config": vars(cfg), "model_config": asdict(model.config),
-               "final_test_acc": history[-1]["test_acc"], "epochs_done": len(history), "history": history,
-               "wall_time_s": history[-1]["elapsed_s"], "hardware": mv.hardware(dev), "precision": prec,
-               "command": shlex.join(["python", "extras/table4.py", *argv])}
-    with open(os.path.join(cfg.out_dir, "results.json"), "w") as f:
-        json.dump(results, f, indent=1)
-    print(f"final test accuracy {results['final_test_acc']:.2f} | wrote {os.path.join(cfg.out_dir, 'results.json')}")
-    return results
+    return mv.write_results(cfg, model, history, dev, prec, ["python", "extras/table4.py", *argv])
 
 
 if __name__ == "__main__":

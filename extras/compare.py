@@ -1,0 +1,256 @@
+"""
+The paper's side comparisons (Sec. 5.1 "Data efficiency", Sec. 6): mimetic_vit.py's ViT, changed here, and
+trained by mimetic_vit.train. The paper's numbers are CIFAR-10, ViT-Tiny, 100 epochs; ours are in README.md.
+
+  --compare=       the model                                                      paper
+  zero             ZerO (Zhao et al. 2021) on the attention layers only           Table 5: 87.41
+  tfixup           T-Fixup (Huang et al. 2020) on attention and MLPs              Table 5: 85.38
+  layerscale       LayerScale (Touvron et al. 2021b, eq 9): x + D SelfAttn(..)     Table 5: 89.90
+  layerscale_ours  the paper's version (eq 13): D x + SelfAttn(..)                Table 5: 88.68
+                   (both keep the W_Q W_K^T init and replace the W_V W_proj one: --init=qk; mimetic: 91.38)
+  conv_in          eq 14: Softmax(X W_Q W_K^T X^T + gamma C)                       87.5 (plain attention 88.1)
+  conv_out         eq 15: Softmax(X W_Q W_K^T X^T) + gamma C                       89.9
+  conv_softmax     eq 15 with C' = Softmax(gamma C), all positive                 75
+  subset           Fig. 6: a class-balanced random subset, the steps held fixed   Fig. 6 (a plot)
+
+Run from the repository root; the laptop recipe's shape, as README.md's tables (add --seed=1, 2, ...):
+    R="--width=96 --depth=4 --heads=3 --patch_size=4 --epochs=2 --batch_size=128"
+    python extras/compare.py --compare=zero $R
+    python extras/compare.py --compare=layerscale --ls_init=0.1 $R
+    python extras/compare.py --compare=conv_out $R
+    python extras/compare.py --compare=subset --subset_size=5000 $R     # 20 epochs of 5,000 = 780 steps
+    python extras/compare.py --compare=subset --subset_size=5000 --init=default $R
+
+This script's keys: --compare (above); --ls_init, the diagonal's initial value (the paper searched ten values
+in [0, 1]; Touvron et al. use 0.1 at this depth); --conv_kernel, the side of C's kernel (the paper gives none;
+3, our choice); --subset_size, training images for --compare=subset (a multiple of the classes). Every other
+--key=value is mimetic_vit.py's (python mimetic_vit.py --help); --init defaults to the arm's paper setting
+(qk for the LayerScales, default for ZerO, T-Fixup and C, mimetic for subset). Writes results.json as the
+program does; out_dir defaults to out/compare-<compare>[-<value>]-<init>-seed<seed>.
+
+Choices the paper leaves open, ours marked:
+  - ZerO: Zhao et al.'s Algorithm 1 on each attention layer: W_Q = 0, W_K = W_V = I (the partial identity for a
+    head's d -> k map), and W_proj = 0 as the last layer of a residual branch; so W_Q W_K^T = 0 and
+    W_V W_proj = 0 (the paper, Sec. 2: "the product of these weights remains zero"). Biases stay 0.
+  - T-Fixup: Xavier uniform for every attention and MLP matrix (q, k, v each as its own d x d matrix), then
+    v, proj, fc1 and fc2 times 0.67 N^(-1/4), N = depth (Huang et al., Sec. 3.2, encoder). T-Fixup also
+    removes LayerNorm and warmup; the paper says nothing, so we keep both (our choice: only the init changes).
+  - LayerScale: D is a learnable vector of width entries, on the attention branch only (eqs 9 and 13; Touvron
+    et al. also scale the MLP branch); no weight decay on it (as the program's other vectors).
+  - C (eqs 14-15): a circular 2D convolution over the patch grid written as a doubly-block-circulant matrix,
+    one learnable kernel per head, N(0, 1/kernel^2) entries, and gamma a learnable scalar starting at 1 (our
+    choices); the class token's row and column of C are 0, so it attends as plain attention does (our choice).
+    The scores keep the program's 1/sqrt(k). C' = Softmax(gamma C) is taken over each row of patches (so it is
+    still circulant and sums to 1 per row).
+  - Fig. 6: n / 10 images of each class, drawn with --seed (both arms of a seed see the same images); epochs
+    scaled so that the optimizer takes the steps of --epochs over the whole training set.
+"""
+
+import math
+import os
+import sys
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from einops import rearrange
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+import mimetic_vit as mv  # noqa: E402
+
+KEYS = {"compare": "", "ls_init": 0.1, "conv_kernel": 3, "subset_size": 5000}  # this script's keys, defaults
+INIT = {"zero": "default", "tfixup": "default", "layerscale": "qk", "layerscale_ours": "qk", "conv_in": "default",
+        "conv_out": "default", "conv_softmax": "default", "subset": "mimetic"}  # each arm's paper setting
+
+
+# -----------------------------------------------------------------------------------------------
+# Table 5: other initializations
+
+@torch.no_grad()
+def zero_init_(model):
+    """ZerO (Zhao et al. 2021) on every attention layer: W_Q = 0, W_K = W_V = I, W_proj = 0, biases 0."""
+    for block in model.blocks:
+        d = block.attn.proj.weight.shape[0]
+        eye = torch.eye(d)
+        block.attn.qkv.weight.copy_(torch.cat([torch.zeros(d, d), eye, eye]))  # rows q, k, v
+        block.attn.proj.weight.zero_()
+        block.attn.qkv.bias.zero_()
+        block.attn.proj.bias.zero_()
+
+
+@torch.no_grad()
+def tfixup_init_(model, generator):
+    """T-Fixup (Huang et al. 2020, encoder): Xavier uniform for the attention and MLP matrices, then v, proj,
+    fc1 and fc2 scaled by 0.67 N^(-1/4) for N blocks. Biases stay 0, LayerNorms stay (module docstring)."""
+    scale = 0.67 * len(model.blocks) ** -0.25
+    for block in model.blocks:
+        attn, mlp = block.attn, block.mlp
+        for w in (*attn.qkv.weight.chunk(3), attn.proj.weight, mlp.fc1.weight, mlp.fc2.weight):
+            nn.init.xavier_uniform_(w, generator=generator)  # q, k, v each its own d x d (chunk is a view)
+        for w in (attn.qkv.weight.chunk(3)[2], attn.proj.weight, mlp.fc1.weight, mlp.fc2.weight):
+            w.mul_(scale)
+
+
+class LayerScaleBlock(nn.Module):
+    """A block of mimetic_vit.py with a learnable diagonal D = diag(scale) at the attention's skip connection:
+    eq 9, x + D SelfAttn(norm(x)) (Touvron et al. 2021b), or with on_skip the paper's version, eq 13,
+    D x + SelfAttn(norm(x)), where mimetic init's W_V W_proj ~ a2 Z2 - b2 I acts like D = (1 - b2) I."""
+
+    def __init__(self, block, init_value, on_skip):
+        super().__init__()
+        self.block, self.on_skip = block, on_skip
+        self.scale = nn.Parameter(torch.full((block.attn.proj.weight.shape[0],), float(init_value)))
+
+    def forward(self, x):
+        b = self.block
+        if self.on_skip:
+            x = self.scale * x + b.attn(b.norm1(x))
+        else:
+            x = x + self.scale * b.attn(b.norm1(x))
+        return x + b.mlp(b.norm2(x))
+
+
+# -----------------------------------------------------------------------------------------------
+# eqs 14-15: a convolutional bias on attention
+
+def circulant_index(grid, kernel):
+    """(P, P), P = grid^2 patches in raster order: C[i, j] = w[dy + r, dx + r] (r = kernel // 2) where (dy, dx)
+    is patch j's position minus patch i's, wrapped around the grid; index kernel^2 (a zero) where it falls
+    outside the kernel. So C @ x.flatten() is F.conv2d of the image x, circularly padded."""
+    if kernel > grid or kernel % 2 == 0:
+        raise SystemExit(f"error: --conv_kernel={kernel} must be odd and at most the patch grid's side {grid}")
+    r = kernel // 2
+    y, x = torch.arange(grid).repeat_interleave(grid), torch.arange(grid).repeat(grid)
+    dy = (y[None, :] - y[:, None] + grid // 2) % grid - grid // 2  # signed offsets in [-grid/2, grid/2)
+    dx = (x[None, :] - x[:, None] + grid // 2) % grid - grid // 2
+    inside = (dy.abs() <= r) & (dx.abs() <= r)
+    return torch.where(inside, (dy + r) * kernel + (dx + r), kernel * kernel)
+
+
+class ConvBiasAttention(nn.Module):
+    """mimetic_vit.Attention (its qkv and proj, as initialised) with gamma C added (module docstring):
+    variant in: Softmax(S + gamma C) (eq 14); out: Softmax(S) + gamma C (eq 15); softmax: Softmax(S) +
+    Softmax(gamma C); S = X W_Q W_K^T X^T / sqrt(k) per head, and the result multiplies X W_V."""
+
+    def __init__(self, attn, grid, kernel, variant, generator):
+        super().__init__()
+        self.heads, self.qkv, self.proj, self.variant = attn.heads, attn.qkv, attn.proj, variant
+        self.kernel = nn.Parameter(torch.randn(attn.heads, kernel * kernel, generator=generator) / kernel)
+        self.gamma = nn.Parameter(torch.ones(()))
+        self.register_buffer("index", circulant_index(grid, kernel), persistent=False)
+
+    def conv_matrix(self):
+        """(heads, P, P): one doubly-block-circulant C per head, from its kernel."""
+        return F.pad(self.kernel, (0, 1))[:, self.index]  # the padded zero fills C outside the kernel
+
+    def forward(self, x):
+        q, k, v = rearrange(self.qkv(x), "b n (three h k) -> three b h n k", three=3, h=self.heads)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (B, h, N, N)
+        if self.variant == "softmax":
+            bias = torch.softmax(self.gamma * self.conv_matrix(), dim=-1)
+        else:
+            bias = self.gamma * self.conv_matrix()
+        bias = F.pad(bias, (1, 0, 1, 0))  # the class token (index 0): a zero row and column
+        if self.variant == "in":
+            attn = torch.softmax(scores + bias, dim=-1)
+        else:
+            attn = torch.softmax(scores, dim=-1) + bias
+        return self.proj(rearrange(attn @ v, "b h n k -> b n (h k)"))
+
+
+# -----------------------------------------------------------------------------------------------
+# Fig. 6: data efficiency
+
+def balanced_subset(labels, n, generator):
+    """Sorted indices of n training images, n / classes of each class, drawn at random."""
+    classes = int(labels.max()) + 1
+    counts = torch.bincount(labels, minlength=classes)
+    if n % classes or n // classes > counts.min():
+        raise SystemExit(f"error: --subset_size={n} must be a multiple of the {classes} classes and at most "
+                         f"{classes * int(counts.min())}")
+    picks = []
+    for c in range(classes):
+        members = torch.nonzero(labels == c).flatten()
+        picks.append(members[torch.randperm(len(members), generator=generator)[:n // classes]])
+    return torch.cat(picks).sort().values
+
+
+def apply_comparison(model, cfg):
+    """Changes the freshly built model (after the default and attention inits) as --compare says. Extra
+    draws come from their own generator, so torch's RNG (RandAugment) runs as in the program's own runs."""
+    gen = torch.Generator().manual_seed(cfg.seed + 1)
+    if cfg.compare == "zero":
+        zero_init_(model)
+    elif cfg.compare == "tfixup":
+        tfixup_init_(model, gen)
+    elif cfg.compare.startswith("layerscale"):
+        blocks = [LayerScaleBlock(b, cfg.ls_init, on_skip=cfg.compare == "layerscale_ours") for b in model.blocks]
+        model.blocks = nn.ModuleList(blocks)
+    elif cfg.compare.startswith("conv"):
+        grid = model.config.image_size // model.config.patch_size
+        for b in model.blocks:
+            b.attn = ConvBiasAttention(b.attn, grid, cfg.conv_kernel, cfg.compare.removeprefix("conv_"), gen)
+    return model
+
+
+# -----------------------------------------------------------------------------------------------
+# main
+
+def parse(argv):
+    """The program's config with this script's keys added (recorded in results.json, compared on --resume)."""
+    ours, rest = dict(KEYS), []
+    for arg in argv:
+        key, _, val = arg.removeprefix("--").partition("=")
+        if key not in KEYS:
+            rest.append(arg)
+            continue
+        try:
+            ours[key] = type(KEYS[key])(val)
+        except ValueError:
+            raise SystemExit(f"error: --{key}={val}: expected a {type(KEYS[key]).__name__}") from None
+    if ours["compare"] not in INIT:
+        raise SystemExit(f"error: pass --compare=one of {', '.join(INIT)} (got {ours['compare'] or 'none'})")
+    cfg = mv.parse_config([f"--init={INIT[ours['compare']]}", *rest])  # a later --init overrides the arm's
+    vars(cfg).update(ours)
+    if not any(a.startswith("--out_dir=") and a != "--out_dir=" for a in rest):
+        value = {"layerscale": cfg.ls_init, "layerscale_ours": cfg.ls_init, "subset": cfg.subset_size}
+        tag = f"{cfg.compare}-{value[cfg.compare]}" if cfg.compare in value else cfg.compare
+        cfg.out_dir = os.path.join("out", f"compare-{tag}-{cfg.init}-seed{cfg.seed}")
+    return cfg
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if "-h" in argv or "--help" in argv:
+        print(__doc__)
+        return None
+    cfg = parse(argv)
+    dev, amp, prec = mv.device_and_precision(cfg)
+    data = list(mv.load_dataset(cfg.dataset, cfg.data_dir))
+    if cfg.train_subset:
+        data[0], data[1] = data[0][:cfg.train_subset], data[1][:cfg.train_subset]
+    if cfg.compare == "subset":  # Fig. 6: fewer images, as many steps as --epochs over all of them
+        steps = cfg.epochs * (len(data[0]) // cfg.batch_size)
+        keep = balanced_subset(data[1], cfg.subset_size, torch.Generator().manual_seed(cfg.seed + 2))
+        data[0], data[1] = data[0][keep], data[1][keep]
+        cfg.epochs = max(1, round(steps / (len(keep) // cfg.batch_size)))
+    if len(data[0]) < cfg.batch_size:
+        raise SystemExit(f"error: {len(data[0])} training images but batch_size {cfg.batch_size}: lower --batch_size")
+    print("config: " + " ".join(f"{k}={v}" for k, v in vars(cfg).items()))
+    ckpt = mv.prepare_out_dir(cfg)
+
+    model = apply_comparison(mv.build_model(cfg, mv.model_config(cfg)), cfg).to(dev)
+    if ckpt is not None:
+        model.load_state_dict(ckpt["model"])
+    print(f"model: {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters, {len(data[0]):,} training "
+          f"images, {mv.hardware(dev)}, {prec}")
+    data = [t.to(dev) for t in data]
+    history = mv.train(model, data, mv.norm_stats(mv.MEAN_STD[cfg.dataset], dev), cfg, dev, amp, ckpt)
+    if history is None:  # --stop_epoch
+        return None
+    return mv.write_results(cfg, model, history, dev, prec, ["python", "extras/compare.py", *argv])
+
+
+if __name__ == "__main__":
+    main()

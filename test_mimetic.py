@@ -54,6 +54,7 @@ import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from einops import rearrange
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, ROOT)
@@ -1775,6 +1776,176 @@ def test_speed_vs_timm_nanogpt_help_and_a_stubbed_run(tmp_path, monkeypatch, cap
     out = capsys.readouterr().out
     assert re.search(r"^ours ViT / timm ViT: x\d\.\d{3} \(throughput ratio of medians; per round", out, re.M), out
     assert re.search(r"^ours LM / nanoGPT GPT: x\d+\.\d{3} ", out, re.M) and "round 2/2" in out
+
+
+
+# extras/compare.py: the paper's side comparisons (Table 5, eqs 14-15, Fig. 6)
+compare = extra("compare")
+
+
+def test_compare_circulant_c_times_an_image_is_a_circular_conv2d():
+    """Eqs 14-15: C (doubly block circulant) times a flattened image equals F.conv2d of the circularly padded
+    image with the same kernel, for several grids and kernels, and so does each head's ConvBiasAttention C."""
+    g = torch.Generator().manual_seed(0)
+    for grid, kernel in ((8, 3), (5, 5), (6, 3), (4, 1)):
+        w, image = torch.randn(kernel, kernel, generator=g), torch.randn(grid, grid, generator=g)
+        C = torch.cat([w.flatten(), torch.zeros(1)])[compare.circulant_index(grid, kernel)]
+        r = kernel // 2
+        conv = F.conv2d(F.pad(image[None, None], (r, r, r, r), mode="circular"), w[None, None])
+        assert torch.allclose(C @ image.flatten(), conv.flatten(), atol=1e-5)
+    attn = compare.ConvBiasAttention(mv.Attention(12, 3), 8, 3, "out", g)
+    C = attn.conv_matrix()
+    conv = F.conv2d(F.pad(image.new_ones(1, 1, 8, 8).cumsum(-1), (1, 1, 1, 1), mode="circular"),
+                    attn.kernel.detach().view(3, 1, 3, 3))
+    assert C.shape == (3, 64, 64) and torch.allclose(C.detach() @ torch.ones(8, 8).cumsum(-1).flatten(),
+                                                     conv.view(3, 64), atol=1e-5)
+    with pytest.raises(SystemExit, match="error: --conv_kernel=9 must be odd and at most the patch grid's side 8"):
+        compare.circulant_index(8, 9)
+
+
+def test_compare_conv_bias_inside_and_outside_the_softmax():
+    """Eq 14 puts gamma C inside the softmax: with C a large delta kernel every patch attends only to itself,
+    and the output is proj(v) of its own token. Eq 15 adds gamma C outside: the output moves by exactly
+    gamma C v through proj. gamma = 0: both are the program's own Attention. C' = Softmax(gamma C) is all
+    positive, each row sums to 1 and stays circulant."""
+    torch.manual_seed(0)
+    plain, x = mv.Attention(12, 3), torch.randn(2, 17, 12)  # class token + a 4x4 grid of patches
+    layers = {v: compare.ConvBiasAttention(plain, 4, 3, v, torch.Generator().manual_seed(0))
+              for v in ("in", "out", "softmax")}
+    with torch.no_grad():
+        for layer in layers.values():
+            layer.gamma.zero_()
+        assert torch.allclose(layers["in"](x), plain(x), atol=1e-6)
+        assert torch.allclose(layers["out"](x), plain(x), atol=1e-6)
+        layers["in"].gamma.fill_(1.0)
+        layers["in"].kernel.zero_()
+        layers["in"].kernel[:, 4] = 1e4  # the kernel's centre: C = 1e4 I over the patches
+        v = rearrange(plain.qkv(x), "b n (three h k) -> three b h n k", three=3, h=3)[2]
+        own = plain.proj(rearrange(v, "b h n k -> b n (h k)"))
+        assert torch.allclose(layers["in"](x)[:, 1:], own[:, 1:], atol=1e-5)
+        assert not torch.allclose(layers["in"](x)[:, 0], own[:, 0], atol=1e-3)  # the class token: no bias
+        layers["out"].gamma.fill_(0.5)
+        C = F.pad(layers["out"].conv_matrix(), (1, 0, 1, 0))  # (h, N, N), class token row and column 0
+        shift = rearrange(0.5 * C @ v, "b h n k -> b n (h k)") @ plain.proj.weight.T
+        assert torch.allclose(layers["out"](x), plain(x) + shift, atol=1e-5)
+        layers["softmax"].gamma.fill_(2.0)
+        Cs = torch.softmax(2.0 * layers["softmax"].conv_matrix(), dim=-1)
+        assert (Cs > 0).all() and torch.allclose(Cs.sum(-1), torch.ones(3, 16))
+        shifted = torch.roll(Cs[:, 4].view(3, 4, 4), 1, dims=-1)  # patch (1, 0)'s row, one column right
+        assert torch.allclose(Cs[:, 5].view(3, 4, 4), shifted)  # is patch (1, 1)'s: doubly block circulant
+
+
+def test_compare_zero_init_products_and_a_silent_branch():
+    """ZerO on attention: W_Q = 0 and W_K = I, so W_Q W_K^T = 0 (the paper, Sec. 2: "the product of these weights
+    remains zero"); W_V = I and W_proj = 0, so W_V W_proj = 0 and every attention branch outputs exactly 0
+    at init; the rest of the model is untouched."""
+    model = small_vit(width=32, heads=2)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    compare.zero_init_(model)
+    d = 32
+    for block in model.blocks:
+        W = block.attn.qkv.weight
+        assert torch.equal(W[:d], torch.zeros(d, d)) and torch.equal(W[d:2 * d], torch.eye(d))
+        assert torch.equal(W[2 * d:], torch.eye(d)) and torch.equal(block.attn.proj.weight, torch.zeros(d, d))
+        assert torch.equal(block.attn(torch.randn(2, 5, d)), torch.zeros(2, 5, d))
+    changed = {k for k, v in model.state_dict().items() if not torch.equal(v, before[k])}
+    assert changed == {f"blocks.{i}.attn.{n}" for i in range(2) for n in ("qkv.weight", "proj.weight")}
+
+
+def test_compare_tfixup_scales_at_two_depths():
+    """T-Fixup (Huang et al. 2020): Xavier uniform, bound sqrt(6 / (fan_in + fan_out)), with q, k, v each a
+    d x d matrix; v, proj, fc1, fc2 scaled by 0.67 N^(-1/4): 0.473762 at depth 4, 0.359981 at depth 12.
+    The largest of 9,216+ uniform draws is within 1% of the bound."""
+    d = 96
+    for depth, factor in ((4, 0.473762), (12, 0.359981)):
+        model = mv.ViT(mv.ViTConfig(patch_size=4, width=d, depth=depth, heads=3))
+        compare.tfixup_init_(model, torch.Generator().manual_seed(0))
+        for block in (model.blocks[0], model.blocks[-1]):
+            q, k, v = block.attn.qkv.weight.detach().chunk(3)
+            cases = [(q, 1.0, 2 * d), (k, 1.0, 2 * d), (v, factor, 2 * d), (block.attn.proj.weight, factor, 2 * d),
+                     (block.mlp.fc1.weight, factor, 5 * d), (block.mlp.fc2.weight, factor, 5 * d)]
+            for w, scale, fans in cases:
+                bound = scale * math.sqrt(6 / fans)
+                assert 0.99 * bound < w.abs().max().item() <= bound * (1 + 1e-5), (depth, w.shape, scale)
+        assert torch.equal(model.blocks[0].attn.qkv.bias, torch.zeros(3 * d))
+
+
+def test_compare_layerscale_eq9_and_the_papers_version_eq13():
+    """Eq 9 (Touvron et al.): x + D SelfAttn(norm(x)); with D = 1 the block is the program's own, with D = 0
+    attention is gone. Eq 13 (ours): D x + SelfAttn(norm(x)); with D = 0 the skip path is gone."""
+    model = small_vit(init="qk", width=32, heads=2)
+    block, x = model.blocks[0], torch.randn(2, 5, 32)
+    mlp = lambda h: h + block.mlp(block.norm2(h))  # noqa: E731
+    with torch.no_grad():
+        assert torch.allclose(compare.LayerScaleBlock(block, 1.0, on_skip=False)(x), block(x), atol=1e-6)
+        assert torch.allclose(compare.LayerScaleBlock(block, 1.0, on_skip=True)(x), block(x), atol=1e-6)
+        assert torch.allclose(compare.LayerScaleBlock(block, 0.0, on_skip=False)(x), mlp(x), atol=1e-6)
+        attn_only = block.attn(block.norm1(x))
+        assert torch.allclose(compare.LayerScaleBlock(block, 0.0, on_skip=True)(x), mlp(attn_only), atol=1e-6)
+    cfg = compare.parse(["--compare=layerscale_ours", "--ls_init=0.6", "--width=32", "--heads=2", "--depth=2"])
+    wrapped = compare.apply_comparison(small_vit(init="qk", width=32, heads=2), cfg)
+    assert all(torch.equal(b.scale, torch.full((32,), 0.6)) and b.on_skip for b in wrapped.blocks)
+    names = [n for n, p in wrapped.named_parameters() if n.endswith("scale")]
+    decayed = mv.make_optimizer(wrapped, 1e-3, 0.01, torch.device("cpu")).param_groups[0]["params"]
+    assert len(names) == 2 and not any(p is b.scale for p in decayed for b in wrapped.blocks)  # no weight decay
+
+
+def test_compare_parse_keys_arm_defaults_and_errors():
+    cfg = compare.parse(["--compare=layerscale", "--ls_init=0.4", "--seed=2"])
+    assert (cfg.init, cfg.ls_init, cfg.out_dir) == ("qk", 0.4, os.path.join("out", "compare-layerscale-0.4-qk-seed2"))
+    cfg = compare.parse(["--compare=subset", "--subset_size=1000", "--init=default"])
+    assert (cfg.init, cfg.subset_size, cfg.out_dir) == ("default", 1000, os.path.join("out", "compare-subset-1000-default-seed0"))
+    assert compare.parse(["--compare=conv_in"]).init == "default" and compare.parse(["--compare=zero"]).conv_kernel == 3
+    with pytest.raises(SystemExit, match="error: pass --compare=one of zero, tfixup, .* \\(got none\\)"):
+        compare.parse(["--epochs=1"])
+    with pytest.raises(SystemExit, match="error: --ls_init=big: expected a float"):
+        compare.parse(["--compare=layerscale", "--ls_init=big"])
+    with pytest.raises(SystemExit, match="error: unknown config key 'colour'"):
+        compare.parse(["--compare=zero", "--colour=red"])
+
+
+def test_compare_subset_is_class_balanced_seeded_and_keeps_the_steps(tmp_path, monkeypatch):
+    """Fig. 6: n / 10 images of each class, the same for a seed and another for another seed; the run takes
+    about as many optimizer steps as --epochs over the whole training set would: here 2 epochs of 320 images
+    at batch 32 = 20 steps; a 100-image subset has 3 steps an epoch, so 7 epochs (21 steps)."""
+    labels = torch.arange(1000) % 10
+    a, b = (compare.balanced_subset(labels, 100, torch.Generator().manual_seed(s)) for s in (0, 0))
+    c = compare.balanced_subset(labels, 100, torch.Generator().manual_seed(1))
+    assert torch.equal(a, b) and not torch.equal(a, c) and len(a.unique()) == 100
+    assert torch.bincount(labels[a]).tolist() == [10] * 10
+    with pytest.raises(SystemExit, match="error: --subset_size=105 must be a multiple of the 10 classes"):
+        compare.balanced_subset(labels, 105, None)
+    write_cifar(tmp_path, n_per_batch=64)  # 320 training images
+    monkeypatch.chdir(tmp_path)
+    res = compare.main(["--compare=subset", "--subset_size=100", *TINY, "--epochs=2", f"--data_dir={tmp_path}"])
+    assert res["config"]["epochs"] == 7 and res["epochs_done"] == 7  # 2 * (320 // 32) = 20 steps ~ 7 x 3 = 21
+    assert res["command"].startswith("python extras/compare.py --compare=subset --subset_size=100")
+    assert os.path.exists(tmp_path / "out" / "compare-subset-100-mimetic-seed0" / "results.json")
+
+
+def test_compare_draws_leave_torchs_rng_alone():
+    """T-Fixup's and C's draws come from their own generator: torch's RNG, which RandAugment draws from, is where
+    the program leaves it, so an arm sees the augmentations of the program's own run of that seed."""
+    for arm in ("tfixup", "conv_out"):
+        cfg = compare.parse([f"--compare={arm}", "--width=32", "--heads=2", "--depth=2", "--patch_size=4"])
+        model = small_vit(init="default", width=32, heads=2)
+        state = torch.get_rng_state()
+        compare.apply_comparison(model, cfg)
+        assert torch.equal(torch.get_rng_state(), state), arm
+
+
+@pytest.mark.parametrize("arm", ["tfixup", "layerscale", "conv_out"])  # new draws, a wrapper, a new attention
+def test_compare_arms_train_and_resume_exactly(arm, tmp_path, monkeypatch):
+    """An arm through compare.main on a tiny CIFAR: an epoch, stop, resume to the end equals the run in one go,
+    bit for bit (its new parameters are in the checkpoint)."""
+    write_cifar(tmp_path, n_per_batch=16)
+    monkeypatch.chdir(tmp_path)
+    args = [f"--compare={arm}", *TINY, "--epochs=2", f"--data_dir={tmp_path}"]
+    whole = compare.main([*args, "--out_dir=whole"])
+    compare.main([*args, "--out_dir=split", "--stop_epoch=1"])
+    split = compare.main([*args, "--out_dir=split", "--resume=True"])
+    assert split["history"][-1]["test_loss"] == whole["history"][-1]["test_loss"]
+    assert math.isfinite(whole["history"][-1]["test_loss"])
 
 
 # ==================================================================================================

@@ -70,6 +70,8 @@ beta1 = 0.5               # b1: identity weight in eq 1
 alpha2 = 0.2              # a2: noise weight in W_V W_proj ~ a2 Z2 - b2 I (eq 2)
 beta2 = 0.2               # b2: identity weight in eq 2
 vo_sign = -1              # sign of the identity in eq 2; +1 is Table 2's "W_V W_proj ~ +cI" ablation
+qk_basis = "svd"          # a1 = 0 only: svd = eqs 5-7 literally (the same first k coordinates for every head) |
+                          # random = a random orthonormal basis per head, as good a rank-k approximation (our choice)
 small_emb = False         # SmallInitEmb (not in the paper; BlinkDL, RWKV-LM): token embedding uniform in [-1e-4, 1e-4]
                           # and a LayerNorm after it, so the first steps move it far from its start; any init
 # data
@@ -337,10 +339,10 @@ INITS = ("mimetic", "default", "qk", "vo", "simple")
 
 
 @torch.no_grad()
-def init_attention_(model, init, alpha1, beta1, alpha2, beta2, vo_sign=-1, generator=None):
+def init_attention_(model, init, alpha1, beta1, alpha2, beta2, vo_sign=-1, generator=None, qk_basis="svd"):
     """Mimetic init of every block's attention (after the default init, before torch.compile). init: mimetic
     (both products) | qk (only W_Q, W_K) | vo (only W_V, W_proj) | default (none), the arms of Table 2, which
-    all draw the same noise; simple: Sec. 4's simplest technique (simple_init_) instead."""
+    all draw the same noise; simple: Sec. 4's simplest technique (simple_init_) instead. qk_basis: below."""
     if init not in INITS:
         raise ValueError(f"unknown init {init!r}: use one of {', '.join(INITS)}")
     if init == "default":
@@ -351,6 +353,24 @@ def init_attention_(model, init, alpha1, beta1, alpha2, beta2, vo_sign=-1, gener
             continue
         mimetic_init_(block.attn.qkv.weight, block.attn.proj.weight, block.attn.heads, alpha1, beta1, alpha2,
                       beta2, generator, vo_sign, init_qk=init != "vo", init_vo=init != "qk")
+    if qk_basis == "random":  # after every block's draws, so W_V W_proj are those of qk_basis=svd
+        for block in model.blocks:
+            random_qk_basis_(block.attn.qkv.weight, block.attn.heads, beta1, generator)
+
+
+@torch.no_grad()
+def random_qk_basis_(qkv_weight, num_heads, beta1, generator=None):
+    """qk_basis=random, for a1 = 0 (our choice): eqs 5-7 with a1 = 0 take the SVD of b1 I, which any orthonormal
+    basis satisfies. Here each head gets its own random one, Q_h (d x k, QR of a Gaussian), and W_Q = W_K =
+    sqrt(b1) Q_h: W_Q W_K^T = b1 Q_h Q_h^T, as close to b1 I as the literal b1 I[:, :k] I[:, :k]^T (Eckart-Young),
+    but each head attends through different directions."""
+    d = qkv_weight.shape[1]
+    k = d // num_heads
+    dev = generator.device if generator is not None else torch.device("cpu")
+    for h in range(num_heads):
+        Q_h, _ = torch.linalg.qr(torch.randn(d, k, generator=generator, dtype=torch.float64, device=dev))
+        qkv_weight[h * k:(h + 1) * k] = math.sqrt(beta1) * Q_h.T          # q rows of head h hold W_Q^T
+        qkv_weight[d + h * k:d + (h + 1) * k] = math.sqrt(beta1) * Q_h.T  # k rows: W_K = W_Q
 
 
 # -----------------------------------------------------------------------------------------------
@@ -615,7 +635,7 @@ def main(argv=None):
     torch.manual_seed(cfg.seed)
     model = TransformerLM(model_config(cfg, len(vocab)))
     init_attention_(model, cfg.init, cfg.alpha1, cfg.beta1, cfg.alpha2, cfg.beta2, cfg.vo_sign,
-                    generator=torch.Generator().manual_seed(cfg.seed))
+                    generator=torch.Generator().manual_seed(cfg.seed), qk_basis=cfg.qk_basis)
     model.to(dev)
     if ckpt is not None:
         model.load_state_dict(ckpt["model"])
@@ -653,7 +673,7 @@ def main(argv=None):
 # helpers: config parsing and --help, checkpoint files, devices and precision, downloads
 
 CHOICES = {"dataset": tuple(DATASETS), "init": INITS, "precision": ("auto", "bf16", "fp32"),
-           "compile": ("auto", "true", "false"), "vo_sign": (-1, 1)}
+           "compile": ("auto", "true", "false"), "vo_sign": (-1, 1), "qk_basis": ("svd", "random")}
 BOOLS = {"true": True, "1": True, "false": False, "0": False}
 # keys that may differ between a run and the checkpoint it resumes
 RESUME_FREE = {"resume", "stop_epoch", "compile", "device", "eval_batch_size", "log_interval", "data_dir", "out_dir"}
@@ -687,6 +707,9 @@ def parse_config(argv):
             raise SystemExit(f"error: --{key}={getattr(cfg, key)}: use one of {', '.join(map(str, choices))}")
     if cfg.width % cfg.heads != 0:
         raise SystemExit(f"error: width {cfg.width} is not divisible by heads {cfg.heads}: change one of them")
+    if cfg.qk_basis == "random" and (cfg.alpha1 != 0 or cfg.init not in ("mimetic", "qk")):
+        raise SystemExit(f"error: --qk_basis=random is for the W_Q W_K^T init with alpha1 = 0 (got init "
+                         f"{cfg.init}, alpha1 {cfg.alpha1}): drop it, or pass --alpha1=0")
     cfg.eval_stride = min(cfg.eval_stride, cfg.seq_len)
     cfg.out_dir = cfg.out_dir or os.path.join("out", f"lm-{cfg.dataset}-{cfg.init}-seed{cfg.seed}")
     return cfg

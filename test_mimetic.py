@@ -564,6 +564,33 @@ def test_eq5_7_a1_zero_is_literal():
     assert torch.allclose(vo_product(qkv, proj).double(), 0.2 * Z2 - 0.2 * torch.eye(d, dtype=torch.float64), atol=1e-5)
 
 
+def test_lm_qk_basis_random_gives_each_head_its_own_directions():
+    """--qk_basis=random (our choice for a1 = 0): per head W_Q = W_K with orthonormal columns times sqrt(b1), so
+    W_Q W_K^T = b1 Q Q^T has k eigenvalues b1 and the rest 0, as far from b1 I as the literal init (Eckart-Young:
+    ||b1 I - P||_F^2 = b1^2 (d - k)); the heads' subspaces differ; W_V W_proj are the literal init's, bit for bit."""
+    args = ["--dataset=ptb_char", "--width=24", "--depth=2", "--heads=3"]
+    literal = lm_as_main_builds_it(args, vocab_size=20)
+    cfg = lm.parse_config([*args, "--qk_basis=random"])
+    torch.manual_seed(cfg.seed)
+    model = lm.TransformerLM(lm.model_config(cfg, 20))
+    lm.init_attention_(model, cfg.init, cfg.alpha1, cfg.beta1, cfg.alpha2, cfg.beta2, cfg.vo_sign,
+                       generator=torch.Generator().manual_seed(cfg.seed), qk_basis=cfg.qk_basis)
+    d, k = 24, 8
+    for block, ref in zip(model.blocks, literal.blocks):
+        W = block.attn.qkv.weight.detach()
+        assert torch.equal(W[:d], W[d:2 * d])  # W_Q = W_K, every head
+        products = qk_products(W, 3)
+        for P in products:
+            assert torch.allclose(torch.linalg.eigvalsh(P.double())[-k:], torch.full((k,), 0.5, dtype=torch.float64),
+                                  atol=1e-5)
+            assert math.isclose(torch.linalg.norm(0.5 * torch.eye(d) - P).item() ** 2, 0.25 * (d - k), rel_tol=1e-4)
+        assert not torch.allclose(products[0], products[1], atol=1e-2)  # literal: every head the same
+        assert torch.equal(W[2 * d:], ref.attn.qkv.weight[2 * d:]) and torch.equal(block.attn.proj.weight,
+                                                                                    ref.attn.proj.weight)
+    with pytest.raises(SystemExit, match="error: --qk_basis=random is for the W_Q W_K\\^T init with alpha1 = 0"):
+        lm.parse_config([*args, "--qk_basis=random", "--alpha1=0.3"])
+
+
 def test_eq1_2_language_values_with_noise_in_qk():
     d, h, a1, b1 = 24, 4, 0.3, 0.5
     k = d // h
@@ -1505,7 +1532,7 @@ def test_lm_help_lists_every_key_with_default_and_comment(monkeypatch, capsys):
         line = next(line for line in out.splitlines() if line.startswith(f"{key} = "))
         default, comment = line.split("=", 1)[1].split("#", 1)
         assert ast.literal_eval(default.strip()) == getattr(lm, key) and comment.strip(), line
-    assert len(lm.config_keys) == 38  # the side modes' keys moved to extras/
+    assert len(lm.config_keys) == 39  # the side modes' keys moved to extras/; qk_basis added
     assert not {"sample", "prompt", "temperature", "benchmark", "plot"} & set(lm.config_keys)
 
 

@@ -1,8 +1,9 @@
-"""Print the README's laptop-scale tables (Table 1, Table 2, Fig. 4, Table 6) from the results files.
+"""Print the README's laptop-scale tables (Tables 1, 2, 5, 6, Fig. 4, eqs 14-15, Fig. 6) from the results files.
 
     python results/laptop_tables.py        # from the repository root; prints Markdown
 
-Every cell is read from a results.json below results/ and links to it; nothing is typed by hand.
+Every cell is read from a results.json below results/ and links to it; nothing is typed by hand. The side
+comparisons (extras/compare.py) print the seeds whose results are committed so far.
 Statistics: mean +- sample standard deviation (n - 1) over seeds; a gap between two arms is the mean
 of the per-seed differences (same seed = same data order, augmentation and default-init draw) with
 its standard error, sd(differences) / sqrt(n). A test checks that README.md holds this output.
@@ -16,6 +17,7 @@ VIT = "results/cpu-cifar10jpeg-w96d4h3p4-50k-e2"  # Table 2 and Fig. 4: the code
 TVRA = "results/cpu-cifar10jpeg-w96d4h3p4-50k-e2-tvra"  # Table 1: today's code (torchvision's RandAugment)
 LM = "results/cpu-ptbchar-w128d4h4s128-900k-e3"
 PILOT = "results/cpu-pilot-cifar10jpeg-w96d4h3p4-50k-e2"  # seed 0 of the first Table 1, run first as the pilot
+CMP = "results/cpu-cifar10jpeg-w96d4h3p4-50k-e2-cmp"  # extras/compare.py, at commit 619aac8
 
 
 def vit_dir(arm, seed):
@@ -171,8 +173,109 @@ def table6(seeds=range(3)):
     print(f"\nWall time per run: {minutes(d + m)} min.")
 
 
+def seed_cell(paths, digits=2):
+    """The seeds' cells (a dash for a seed not run yet), mean ± std of those run, and their count."""
+    done = [p for p in paths if os.path.exists(os.path.join(p, "results.json"))]
+    cells = " / ".join(cell(p, digits) if p in done else "-" for p in paths)
+    if len(done) < 2:
+        return cells, (f"{metric(done[0]):.{digits}f} (1 seed)" if done else "-"), done
+    m, sd = mean_std(metrics(done))
+    return cells, f"**{m:.{digits}f} ± {sd:.{digits}f}** ({len(done)} seeds)", done
+
+
+def paired(ref, paths, digits=2):
+    """The gap paths - ref over the seeds both have, mean ± SE (2+ seeds) or the one difference."""
+    both = [(a, b) for a, b in zip(ref, paths) if all(os.path.exists(os.path.join(p, "results.json")) for p in (a, b))]
+    if not both:
+        return "-"
+    d = [metric(b) - metric(a) for a, b in both]
+    if len(d) == 1:
+        return f"{d[0]:+.{digits}f} (1 seed)"
+    m, se = gap([0.0] * len(d), d)
+    return f"{m:+.{digits}f} ± {se:.{digits}f}"
+
+
+def rows_against(refs, rows, digits=2):
+    """One row per arm: the paper's number, ours (mean ± std), the seeds, the paired gap to each of
+    refs = [(label, paths)], minutes."""
+    gaps = " | ".join(f"gap to {label}, paired (± SE)" for label, _ in refs)
+    print(f"| arm | paper | ours, mean ± std | seeds 0 / 1 / 2 | {gaps} | minutes |")
+    print("|---|---|---|---|" + "---|" * len(refs) + "---|")
+    for label, paper, paths in rows:
+        cells, stat, done = seed_cell(paths, digits)
+        g = " | ".join("(reference)" if paths == ref else paired(ref, paths, digits) for _, ref in refs)
+        print(f"| {label} | {paper} | {stat} | {cells} | {g} | {minutes(done) if done else '-'} |")
+
+
+LS_VALUES = ("0.1", "0.4", "0.6", "1.0")  # the coarse search of the diagonal's initial value, on seed 0
+
+
+def best_ls(arm):
+    """The LayerScale value with the best seed-0 accuracy (of those run)."""
+    done = [v for v in LS_VALUES if os.path.exists(f"{CMP}-{arm}{v}-seed0/results.json")]
+    return max(done, key=lambda v: metric(f"{CMP}-{arm}{v}-seed0")) if done else LS_VALUES[0]
+
+
+def table5(seeds=range(3)):
+    """Table 5's five columns, plus the default init, each against mimetic init (Table 1's runs)."""
+    print("Search of the diagonal's initial value, seed 0 (`--ls_init`):\n")
+    print("| `--ls_init` | " + " | ".join(LS_VALUES) + " |")
+    print("|---|" + "---|" * len(LS_VALUES))
+    for arm, label in (("layerscale", "LayerScale, eq 9"), ("layerscaleours", "LayerScale, our version, eq 13")):
+        cells = [cell(f"{CMP}-{arm}{v}-seed0", 2) if os.path.exists(f"{CMP}-{arm}{v}-seed0/results.json") else "-"
+                 for v in LS_VALUES]
+        print(f"| {label} | " + " | ".join(cells) + " |")
+    print()
+    mimetic, default = ([f"{TVRA}-{arm}-seed{s}" for s in seeds] for arm in ("mimetic", "default"))
+    ls, ours = best_ls("layerscale"), best_ls("layerscaleours")
+    rows_against([("mimetic", mimetic), ("default init", default)], [
+        ("T-Fixup (`--compare=tfixup`)", "85.38", [f"{CMP}-tfixup-seed{s}" for s in seeds]),
+        ("ZerO (`--compare=zero`)", "87.41", [f"{CMP}-zero-seed{s}" for s in seeds]),
+        (f"LayerScale (`--compare=layerscale --ls_init={ls}`)", "89.90",
+         [f"{CMP}-layerscale{ls}-seed{s}" for s in seeds]),
+        (f"LayerScale, our version (`--compare=layerscale_ours --ls_init={ours}`)", "88.68",
+         [f"{CMP}-layerscaleours{ours}-seed{s}" for s in seeds]),
+        ("Our initialization (`mimetic_vit.py`)", "91.38", mimetic),
+        ("default init (`mimetic_vit.py --init=default`; not in Table 5)", "86.07 (Table 1)", default),
+    ])
+
+
+def eqs14_15(seeds=range(3)):
+    plain = [f"{TVRA}-default-seed{s}" for s in seeds]
+    rows_against([("plain attention", plain)], [
+        ("plain attention (`mimetic_vit.py --init=default`)", "88.1", plain),
+        ("eq 14, Softmax(S + gamma C) (`--compare=conv_in`)", "87.5", [f"{CMP}-convin-seed{s}" for s in seeds]),
+        ("eq 15, Softmax(S) + gamma C (`--compare=conv_out`)", "89.9", [f"{CMP}-convout-seed{s}" for s in seeds]),
+        ("eq 15, Softmax(S) + Softmax(gamma C) (`--compare=conv_softmax`)", "75",
+         [f"{CMP}-convsoftmax-seed{s}" for s in seeds]),
+        ("mimetic init, no C (`mimetic_vit.py`)", "91.38 (Table 5)", [f"{TVRA}-mimetic-seed{s}" for s in seeds]),
+    ])
+
+
+def fig6(seeds=range(3), sizes=(5000, 10000, 25000)):
+    print("| training images (steps held at 780) | default init | mimetic init | gap, paired (± SE) |")
+    print("|---|---|---|---|")
+    for n in (*sizes, 50000):
+        if n == 50000:
+            d, m = ([f"{TVRA}-{arm}-seed{s}" for s in seeds] for arm in ("default", "mimetic"))
+        else:
+            d, m = ([f"{CMP}-subset{n}-{arm}-seed{s}" for s in seeds] for arm in ("default", "mimetic"))
+        (dc, ds, _), (mc, ms, _) = seed_cell(d), seed_cell(m)
+        print(f"| {n:,} | {ds}: {dc} | {ms}: {mc} | {paired(d, m)} |")
+
+
+def lm_basis(seeds=range(3)):
+    literal = [f"{LM}-mimetic-seed{s}" for s in seeds]
+    rows_against([("eqs 5-7 literally", literal)], [
+        ("eqs 5-7 literally: every head W_Q = W_K = sqrt(b1) I[:, :k] (`--qk_basis=svd`)", "-", literal),
+        ("a random orthonormal basis per head (`--qk_basis=random`)", "-",
+         [f"{LM}-mimetic-randombasis-seed{s}" for s in seeds]),
+    ], digits=3)
+
+
 if __name__ == "__main__":
-    for title, table in [("Table 1", table1), ("Table 2", table2), ("Fig. 4", fig4), ("Table 6", table6)]:
+    for title, table in [("Table 1", table1), ("Table 2", table2), ("Fig. 4", fig4), ("Table 6", table6),
+                         ("Table 5", table5), ("Eqs 14-15", eqs14_15), ("Fig. 6", fig6), ("a1 = 0 basis", lm_basis)]:
         print(f"<!-- {title}: made by python results/laptop_tables.py -->\n")
         table()
         print()

@@ -503,6 +503,15 @@ def plateau_factor(history, val_loss, cfg, level):
 # -----------------------------------------------------------------------------------------------
 # training
 
+def forward_backward(net, x, y, amp):
+    """One batch's loss (in fp32, whatever the precision; every position, our choice) and its gradients."""
+    with amp:
+        logits = net(x)
+    loss = F.cross_entropy(logits.float().flatten(0, 1), y.flatten())
+    loss.backward()
+    return loss
+
+
 def make_optimizer(model, lr, weight_decay, dev):
     """AdamW; weight decay on matrices only (our choice, as nanoGPT); parameters() lists the tied embedding
     once."""
@@ -532,28 +541,28 @@ def train(model, data, cfg, dev, amp, ckpt=None, rank=0, world=1):
     if world > 1:
         net = nn.parallel.DistributedDataParallel(net, device_ids=[dev.index] if dev.type == "cuda" else None)
     step = len(s["history"]) * steps
+    progress = Progress(cfg.epochs * steps, steps, cfg.batch_size * cfg.seq_len, step, dev)
     for epoch in range(len(s["history"]) + 1, cfg.epochs + 1):
         t0 = time.perf_counter()
         losses = torch.zeros(steps, device=dev)  # this epoch's losses, read only at log lines
         for i, (x, y) in enumerate(batches(train_ids, cfg.seq_len, cfg.batch_size, gen, rank, world)):
+            if progress.first:  # time a slice of this batch, so that the first estimate comes within seconds
+                progress.probe(lambda n: forward_backward(model, x[:n], y[:n], amp), len(x), model)
             lr = get_lr(step, warmup, cfg.lr, s["lr_scale"])
             for group in opt.param_groups:
                 group["lr"] = lr
-            with amp:
-                logits = net(x)
-            loss = F.cross_entropy(logits.float().flatten(0, 1), y.flatten())  # every position (our choice)
-            loss.backward()
+            loss = forward_backward(net, x, y, amp)
             if cfg.grad_clip > 0:
                 torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
             opt.step()
             opt.zero_grad(set_to_none=True)
             losses[i] = loss.detach()
             step += 1
-            if step % cfg.log_interval == 0 or i == steps - 1:  # loss: the last log_interval steps; tok/s: the epoch
+            progress.update(step, loss)  # on a terminal only: one line, rewritten in place
+            if step % cfg.log_interval == 0 or i == steps - 1:  # loss: the last log_interval steps
                 recent = mean_over_ranks(losses[max(0, i + 1 - cfg.log_interval):i + 1], world)
-                print(f"step {step}/{cfg.epochs * steps} | epoch {epoch} | loss {recent:.4f} | "
-                      f"{'%s %.3f' % metric(recent, level)} | lr {lr:.1e} | "
-                      f"{(i + 1) * cfg.batch_size * cfg.seq_len / (time.perf_counter() - t0):.0f} tok/s")
+                progress.print(f"step {step}/{cfg.epochs * steps} | epoch {epoch} | loss {recent:.4f} | "
+                               f"{'%s %.3f' % metric(recent, level)} | lr {lr:.1e}", step)
         val_loss = evaluate(model, ids["valid"], cfg.seq_len, cfg.eval_stride, cfg.eval_batch_size, amp, rank, world)
         if not math.isfinite(val_loss):  # never checkpoint weights that evaluate to NaN
             raise SystemExit(f"error: the validation loss is not finite (epoch {epoch}); stopping. The last good "
@@ -566,7 +575,7 @@ def train(model, data, cfg, dev, amp, ckpt=None, rank=0, world=1):
                              "elapsed_s": s["elapsed"]})
         improved = val_loss < s["best_val"]
         s["best_val"] = min(val_loss, s["best_val"])
-        print(f"epoch {epoch}/{cfg.epochs} | train loss {s['history'][-1]['train_loss']:.4f} | val loss "
+        progress.print(f"epoch {epoch}/{cfg.epochs} | train loss {s['history'][-1]['train_loss']:.4f} | val loss "
               f"{val_loss:.4f} | val {name} {value:.3f}{' (best)' if improved else ''} | {s['elapsed'] / 60:.1f} min")
         save_checkpoints(model, opt, gen, s, cfg, vocab, improved, dev, rank, world)
         if epoch == cfg.stop_epoch and epoch < cfg.epochs:
@@ -816,6 +825,71 @@ def download(name, base):
         os.replace(tmp, os.path.join(base, pattern.format(split)))
     if folder != "ptb":
         os.remove(tmp + ".zip")
+
+
+# progress: what a run costs, said within seconds and kept current (the defaults are days on a CPU)
+
+QUICK_RUN = ("python mimetic_lm.py --dataset=ptb_char --width=128 --depth=4 --heads=4 --seq_len=128 --eval_stride=128 "
+             "--batch_size=32 --train_subset=500000 --epochs=2")
+
+
+class Progress:
+    """Speed and time left in tokens: a first estimate from forward and backward on a few sequences of the
+    first batch (doubled until it takes a second), then from the steps taken since, evaluation included. On
+    a terminal, one line rewritten in place between the log lines."""
+
+    def __init__(self, total_steps, steps_per_epoch, tokens_per_step, step, dev):
+        self.total, self.per_epoch, self.tokens, self.dev = total_steps, steps_per_epoch, tokens_per_step, dev
+        self.first, self.tty, self.shown = True, sys.stdout.isatty(), 0.0
+        self.start = (step, time.perf_counter())
+
+    def probe(self, forward_backward, batch, model):
+        """forward_backward(n) runs the model on the first n of this process's batch sequences; dropout's
+        random numbers are drawn from a fork of the generators and the gradients dropped, so training is as
+        without the probe."""
+        gpu = self.dev.type != "cpu"
+        with torch.random.fork_rng(devices=[self.dev] if gpu else [], device_type=self.dev.type if gpu else "cuda"):
+            n = max(1, batch // 32)
+            forward_backward(n)  # once untimed: the first call pays one-time costs
+            while True:
+                t = time.perf_counter()
+                forward_backward(n).item()  # .item() waits for the device
+                t = time.perf_counter() - t
+                if t >= 1.0 or n == batch:
+                    break
+                n = min(2 * n, batch)
+        model.zero_grad(set_to_none=True)
+        self.first, self.start = False, (self.start[0], time.perf_counter())
+        step_s, left = t * batch / n, t * batch / n * (self.total - self.start[0])
+        print(f"estimate (forward and backward of {n} of the first batch's {batch} sequences): "
+              f"{self.tokens / step_s:.0f} tok/s, {eta(step_s * self.per_epoch)} per epoch, {eta(left)} for the run "
+              f"(training only)")
+        if self.dev.type == "cpu" and left > 3600:
+            print(f"note: over an hour on this CPU (the defaults are Sec. 7's GPU run); it goes on as asked. "
+                  f"A CPU quick run takes about 15 minutes: {QUICK_RUN}")
+
+    def rate_and_left(self, step):
+        """(tokens per second, seconds left) from the steps taken since the probe."""
+        step_s = (time.perf_counter() - self.start[1]) / max(step - self.start[0], 1)
+        return self.tokens / step_s, step_s * (self.total - step)
+
+    def print(self, text, step=None):
+        if step is not None:
+            rate, left = self.rate_and_left(step)
+            text += f" | {rate:.0f} tok/s | {eta(left)} left"
+        print(("\r\033[K" if self.tty else "") + text, flush=True)  # over the in-place line, if any
+
+    def update(self, step, loss):
+        if self.tty and time.perf_counter() - self.shown > 0.5:  # loss.item() waits for the device: not too often
+            self.shown = time.perf_counter()
+            rate, left = self.rate_and_left(step)
+            sys.stdout.write(f"\rstep {step}/{self.total} | loss {loss.item():.4f} | {rate:.0f} tok/s | "
+                             f"{eta(left)} left\033[K")
+            sys.stdout.flush()
+
+
+def eta(s):
+    return f"{s:.0f} s" if s < 90 else f"{s / 60:.0f} min" if s < 5400 else f"{s / 3600:.1f} h"
 
 
 if __name__ == "__main__":

@@ -448,6 +448,15 @@ def make_optimizer(model, lr, weight_decay, dev):
 # -----------------------------------------------------------------------------------------------
 # training
 
+def forward_backward(net, xb, yb, amp):
+    """One batch's loss (in fp32, whatever the precision) and its gradients."""
+    with amp:
+        logits = net(xb)
+    loss = F.cross_entropy(logits.float(), yb)
+    loss.backward()
+    return loss, logits
+
+
 def train(model, data, norm, cfg, dev, amp, ckpt=None):
     """AdamW on data = (train_x, train_y, test_x, test_y), uint8 images normalised with norm = (mean, std);
     evaluates and checkpoints after every epoch. Returns the history, or None when stopped by --stop_epoch."""
@@ -466,40 +475,40 @@ def train(model, data, norm, cfg, dev, amp, ckpt=None):
     net = torch.compile(model) if compile_it else model  # checkpoints save `model`, without _orig_mod.
     step = len(history) * steps_per_epoch
     t_start = time.perf_counter() - (history[-1]["elapsed_s"] if history else 0.0)  # wall time across resumes
+    progress = Progress(total_steps, steps_per_epoch, cfg.batch_size, step, dev)
     for epoch in range(len(history) + 1, cfg.epochs + 1):
         perm = torch.randperm(len(train_x), generator=gen).to(dev)
         sums = torch.zeros(2, 3, device=dev)  # (this epoch, this log interval) x (loss * n, correct, n)
-        t_log = time.perf_counter()
         for i in range(steps_per_epoch):
             idx = perm[i * cfg.batch_size:(i + 1) * cfg.batch_size]
             xb = resize(augment(train_x[idx], gen, cfg, *norm), model.config.image_size)
             yb = train_y[idx]
+            if progress.first:  # time a slice of this batch, so that the first estimate comes within seconds
+                progress.probe(lambda n: forward_backward(model, xb[:n], yb[:n], amp))
+                opt.zero_grad(set_to_none=True)  # the probe's gradients; its weights and RNG are untouched
             lr = get_lr(step, total_steps, warmup_steps, cfg.lr)
             for group in opt.param_groups:
                 group["lr"] = lr
-            with amp:
-                logits = net(xb)
-            loss = F.cross_entropy(logits.float(), yb)  # the loss in fp32, whatever the precision
-            loss.backward()
+            loss, logits = forward_backward(net, xb, yb, amp)
             if cfg.grad_clip > 0:
                 torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
             opt.step()
             opt.zero_grad(set_to_none=True)
             step += 1
             sums += torch.stack([loss.detach() * len(yb), (logits.argmax(-1) == yb).sum(), torch.tensor(len(yb))])
+            progress.update(step, loss)  # on a terminal only: one line, rewritten in place
             if step % cfg.log_interval == 0 or i == steps_per_epoch - 1:
                 loss_sum, hits, n = sums[1].tolist()  # the only wait for the device between log lines
-                print(f"step {step}/{total_steps} | epoch {epoch} | loss {loss_sum / n:.4f} | acc {100 * hits / n:.1f} "
-                      f"| lr {lr:.1e} | {n / (time.perf_counter() - t_log):.0f} img/s")
+                progress.print(f"step {step}/{total_steps} | epoch {epoch} | loss {loss_sum / n:.4f} | "
+                               f"acc {100 * hits / n:.1f} | lr {lr:.1e}", step)
                 sums[1] = 0
-                t_log = time.perf_counter()
         loss_sum, hits, n = sums[0].tolist()
         test_loss, test_acc = evaluate(net, test_x, test_y, *norm, cfg.eval_batch_size, amp)
         if not math.isfinite(test_loss):  # never checkpoint weights that evaluate to NaN
             raise SystemExit(f"error: the test loss is not finite after epoch {epoch}; the last checkpoint is kept")
         history.append({"epoch": epoch, "train_loss": loss_sum / n, "train_acc": 100 * hits / n, "test_loss": test_loss,
                         "test_acc": test_acc, "elapsed_s": round(time.perf_counter() - t_start, 1)})
-        print(f"epoch {epoch}/{cfg.epochs} | train loss {loss_sum / n:.4f} | test loss {test_loss:.4f} | "
+        progress.print(f"epoch {epoch}/{cfg.epochs} | train loss {loss_sum / n:.4f} | test loss {test_loss:.4f} | "
               f"test acc {test_acc:.2f} | {history[-1]['elapsed_s'] / 60:.1f} min")
         save_checkpoint(os.path.join(cfg.out_dir, "ckpt.pt"), {
             "model": model.state_dict(), "optimizer": opt.state_dict(), "history": history,
@@ -704,6 +713,67 @@ def save_figures(model, inputs, folder, clip=64):
     vutils.save_image(maps[:, None], paths[2], nrow=min(6, len(maps)), padding=2, pad_value=1)
     print("wrote " + ", ".join(paths))
     return paths
+
+
+# progress: what a run costs, said within seconds and kept current (a default run on a CPU is days long)
+
+QUICK_RUN = "python mimetic_vit.py --width=96 --depth=4 --heads=3 --patch_size=4 --epochs=2 --batch_size=128"
+
+
+class Progress:
+    """The first estimate times forward and backward on a slice of the first batch, doubled until it takes a
+    second: at the default shape one step on a CPU takes over half a minute. Later lines measure the steps
+    taken since (evaluation included). On a terminal, one line rewritten in place between the log lines."""
+
+    def __init__(self, total_steps, steps_per_epoch, batch_size, step, dev):
+        self.total, self.per_epoch, self.batch, self.dev = total_steps, steps_per_epoch, batch_size, dev
+        self.first, self.tty, self.shown = True, sys.stdout.isatty(), 0.0
+        self.start = (step, time.perf_counter())
+
+    def probe(self, forward_backward):
+        """forward_backward(n) runs the model on the first n images of the batch (the ViT draws no random
+        numbers; train() drops the gradients)."""
+        n = max(1, self.batch // 32)
+        forward_backward(n)  # once untimed: the first call pays one-time costs
+        while True:
+            t = time.perf_counter()
+            forward_backward(n)[0].item()  # .item() waits for the device
+            t = time.perf_counter() - t
+            if t >= 1.0 or n == self.batch:
+                break
+            n = min(2 * n, self.batch)
+        self.first, self.start = False, (self.start[0], time.perf_counter())
+        step_s = t * self.batch / n
+        left = step_s * (self.total - self.start[0])
+        print(f"estimate (forward and backward of {n} of the first batch's {self.batch} images): "
+              f"{self.batch / step_s:.0f} img/s, {duration(step_s * self.per_epoch)} per epoch, {duration(left)} "
+              f"for the run (training only)")
+        if self.dev.type == "cpu" and left > 3600:
+            print(f"note: over an hour on this CPU (the defaults are the paper's GPU run); it goes on as asked. "
+                  f"The laptop recipe takes about 10 minutes: {QUICK_RUN}")
+
+    def rate_and_left(self, step):
+        """(images per second, seconds left) from the steps taken since the probe."""
+        step_s = (time.perf_counter() - self.start[1]) / max(step - self.start[0], 1)
+        return self.batch / step_s, step_s * (self.total - step)
+
+    def print(self, text, step=None):
+        if step is not None:
+            rate, left = self.rate_and_left(step)
+            text += f" | {rate:.0f} img/s | {duration(left)} left"
+        print(("\r\033[K" if self.tty else "") + text, flush=True)  # over the in-place line, if any
+
+    def update(self, step, loss):
+        if self.tty and time.perf_counter() - self.shown > 0.5:  # loss.item() waits for the device: not too often
+            self.shown = time.perf_counter()
+            rate, left = self.rate_and_left(step)
+            sys.stdout.write(f"\rstep {step}/{self.total} | loss {loss.item():.4f} | {rate:.0f} img/s | "
+                             f"{duration(left)} left\033[K")
+            sys.stdout.flush()
+
+
+def duration(s):
+    return f"{s:.0f} s" if s < 90 else f"{s / 60:.0f} min" if s < 5400 else f"{s / 3600:.1f} h"
 
 
 if __name__ == "__main__":

@@ -790,7 +790,7 @@ def test_cli_end_to_end(tmp_path):
                         f"--data_dir={tmp_path}", f"--out_dir={out}"], capture_output=True, text=True, timeout=300,
                        env={**os.environ, "OMP_NUM_THREADS": "2"})
     assert r.returncode == 0, r.stderr
-    assert re.search(r"step 4/10 \| epoch 1 \| loss \d+\.\d+ \| acc [\d.]+ \| lr [\d.e+-]+ \| \d+ img/s", r.stdout)
+    assert re.search(r"step 4/10 \| epoch 1 \| loss \d+\.\d+ \| acc [\d.]+ \| lr [\d.e+-]+ \| \d+ img/s \| \d+ s left$", r.stdout, re.M)
     res = json.loads((out / "results.json").read_text())
     assert res["epochs_done"] == 1 and 0 <= res["final_test_acc"] <= 100 and res["config"]["width"] == 32
     assert res["history"][0]["test_acc"] == res["final_test_acc"] and "CPU" in res["hardware"]
@@ -1327,7 +1327,7 @@ def test_lm_cli_end_to_end(tmp_path):
     lines = r.stdout.splitlines()
     assert lines[0].startswith("config: ") and sum(line.startswith("epoch ") for line in lines) == 3
     step = next(line for line in lines if line.startswith("step "))  # step 5/... | epoch 1 | loss ... | ppl ...
-    assert step.startswith("step 5/") and " | epoch 1 | loss " in step and " | ppl " in step and step.endswith(" tok/s")
+    assert step.startswith("step 5/") and " | epoch 1 | loss " in step and " | ppl " in step and re.search(r" \| \d+ tok/s \| \d+ s left$", step)
     res = json.loads((out / "results.json").read_text())
     assert shlex.split(res["command"]) == ["python", "mimetic_lm.py", *args]
     assert res["hardware"].startswith("CPU") and res["precision"] == "fp32" and res["wall_time_s"] > 0
@@ -1973,6 +1973,117 @@ def test_compare_arms_train_and_resume_exactly(arm, tmp_path, monkeypatch):
     split = compare.main([*args, "--out_dir=split", "--resume=True"])
     assert split["history"][-1]["test_loss"] == whole["history"][-1]["test_loss"]
     assert math.isfinite(whole["history"][-1]["test_loss"])
+
+
+# ==================================================================================================
+# progress: the first estimate within seconds, the time left, the CPU hint, the terminal line
+
+
+class FakeClock:
+    """time.perf_counter for Progress: it advances only when the fake forward+backward 'runs', 0.05 s per
+    item, so every estimate below is exact arithmetic."""
+
+    def __init__(self):
+        self.now = 100.0
+
+    def __call__(self):
+        return self.now
+
+    def forward_backward(self, n):
+        self.now += 0.05 * n
+        return torch.tensor(1.0)
+
+
+@pytest.mark.parametrize("program", ["vit", "lm"])
+@pytest.mark.parametrize("total_steps,hint", [(1000, False), (2000, True)])
+def test_progress_first_estimate_and_cpu_hint(program, total_steps, hint, monkeypatch, capsys):
+    """A batch of 64 at 0.05 s per item: the probe doubles its slice 2, 4, ... until one call takes a second
+    (32 items, 1.6 s), so one step takes 1.6 * 64 / 32 = 3.2 s: 20 img/s (x 10 tokens per sequence: 200
+    tok/s), 320 s an epoch of 100 steps, 3,200 s or 6,400 s for the run. Over an hour on a CPU: one line
+    names the laptop recipe, which the docstring shows; under an hour: no such line."""
+    clock = FakeClock()
+    monkeypatch.setattr(time, "perf_counter", clock)
+    cpu = torch.device("cpu")
+    if program == "vit":
+        p = mv.Progress(total_steps, 100, 64, 0, cpu)
+        p.probe(lambda n: (clock.forward_backward(n), None))  # the ViT's returns (loss, logits)
+        rate, module = "20 img/s", mv
+    else:
+        p = lm.Progress(total_steps, 100, 64 * 10, 0, cpu)
+        p.probe(clock.forward_backward, 64, nn.Linear(2, 2))
+        rate, module = "200 tok/s", lm
+    lines = capsys.readouterr().out.splitlines()
+    run = "1.8 h" if hint else "53 min"
+    assert lines[0].startswith("estimate (forward and backward of 32 of the first batch's 64 ")
+    assert lines[0].endswith(f"): {rate}, 5 min per epoch, {run} for the run (training only)"), lines[0]
+    assert len(lines) == 1 + hint
+    if hint:
+        assert lines[1].startswith("note: over an hour on this CPU") and lines[1].endswith(module.QUICK_RUN)
+    doc = " ".join(module.__doc__.replace("\\\n", " ").split())
+    assert module.QUICK_RUN in doc
+    assert not p.first and p.start == (0, clock.now)
+
+
+def test_progress_no_cpu_hint_on_a_gpu(monkeypatch, capsys):
+    clock = FakeClock()
+    monkeypatch.setattr(time, "perf_counter", clock)
+    mv.Progress(2000, 100, 64, 0, torch.device("cuda")).probe(lambda n: (clock.forward_backward(n), None))
+    assert len(capsys.readouterr().out.splitlines()) == 1
+
+
+@pytest.mark.parametrize("program", ["vit", "lm"])
+def test_progress_log_line_speed_and_time_left(program, monkeypatch, capsys):
+    """Resumed at step 200 of 1,000: 30 steps in 30 s is 1 s a step, so 50 images (or tokens) per second and
+    770 s left; a run at its last step has 0 s left."""
+    clock = FakeClock()
+    monkeypatch.setattr(time, "perf_counter", clock)
+    p = (mv if program == "vit" else lm).Progress(1000, 100, 50, 200, torch.device("cpu"))
+    clock.now += 30
+    p.print("step 230/1000", 230)
+    unit = "img/s" if program == "vit" else "tok/s"
+    assert capsys.readouterr().out == f"step 230/1000 | 50 {unit} | 13 min left\n"
+    assert p.rate_and_left(230) == (50.0, 770.0)
+    assert p.rate_and_left(1000)[1] == 0
+    p.print("epoch 1/10")
+    assert capsys.readouterr().out == "epoch 1/10\n"
+
+
+@pytest.mark.parametrize("program", ["vit", "lm"])
+def test_progress_terminal_line_in_place_only_on_a_terminal(program, monkeypatch, capsys):
+    """To a file, nothing between log lines (logs stay clean); on a terminal, one line rewritten with \\r and
+    cleared to its end, and a log line first clears it."""
+    clock = FakeClock()
+    monkeypatch.setattr(time, "perf_counter", clock)
+    p = (mv if program == "vit" else lm).Progress(1000, 100, 50, 0, torch.device("cpu"))
+    clock.now += 12
+    p.tty = False
+    p.update(12, torch.tensor(2.5))
+    assert capsys.readouterr().out == ""
+    p.tty = True
+    p.update(12, torch.tensor(2.5))
+    out = capsys.readouterr().out
+    unit = "img/s" if program == "vit" else "tok/s"
+    assert out == f"\rstep 12/1000 | loss 2.5000 | 50 {unit} | 16 min left\033[K"
+    p.update(13, torch.tensor(2.5))  # within half a second of the last: not redrawn
+    assert capsys.readouterr().out == ""
+    p.print("step 50/1000")
+    assert capsys.readouterr().out == "\r\033[Kstep 50/1000\n"
+
+
+def test_progress_estimate_comes_first_and_no_hint_on_a_short_run(tmp_path):
+    """Both programs, from the command line on synthetic data: the estimate line comes before the first step
+    line, and a short CPU run gets no pointer to the quick run."""
+    write_cifar(tmp_path)
+    write_corpus(str(tmp_path / "ptb"))
+    runs = [["mimetic_vit.py", *TINY, "--epochs=1"], ["mimetic_lm.py", *LM_TINY, "--epochs=1"]]
+    for i, args in enumerate(runs):
+        r = subprocess.run([sys.executable, *args, f"--data_dir={tmp_path}", f"--out_dir={tmp_path / str(i)}"],
+                           cwd=ROOT, capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr
+        lines = r.stdout.splitlines()
+        first_step = next(k for k, line in enumerate(lines) if line.startswith("step "))
+        assert lines[first_step - 1].startswith("estimate (forward and backward of ")
+        assert not any(line.startswith("note:") for line in lines)
 
 
 # ==================================================================================================

@@ -849,19 +849,11 @@ class Progress:
         without the probe."""
         gpu = self.dev.type != "cpu"
         with torch.random.fork_rng(devices=[self.dev] if gpu else [], device_type=self.dev.type if gpu else "cuda"):
-            n = max(1, batch // 32)
-            forward_backward(n)  # once untimed: the first call pays one-time costs
-            while True:
-                t = time.perf_counter()
-                forward_backward(n).item()  # .item() waits for the device
-                t = time.perf_counter() - t
-                if t >= 1.0 or n == batch:
-                    break
-                n = min(2 * n, batch)
+            step_s, n = time_per_batch(forward_backward, batch)
         model.zero_grad(set_to_none=True)
         self.first, self.start = False, (self.start[0], time.perf_counter())
-        step_s, left = t * batch / n, t * batch / n * (self.total - self.start[0])
-        print(f"estimate (forward and backward of {n} of the first batch's {batch} sequences): "
+        left = step_s * (self.total - self.start[0])
+        print(f"estimate (forward and backward timed on up to {n} of the first batch's {batch} sequences): "
               f"{self.tokens / step_s:.0f} tok/s, {eta(step_s * self.per_epoch)} per epoch, {eta(left)} for the run "
               f"(training only)")
         if self.dev.type == "cpu" and left > 3600:
@@ -886,6 +878,28 @@ class Progress:
             sys.stdout.write(f"\rstep {step}/{self.total} | loss {loss.item():.4f} | {rate:.0f} tok/s | "
                              f"{eta(left)} left\033[K")
             sys.stdout.flush()
+
+
+def time_per_batch(forward_backward, batch):
+    """(seconds for forward and backward of the whole batch, the largest slice timed). The slice doubles until
+    a call takes a second; a line through the last two timings (fixed costs + per item) extends it to the
+    batch: scaling one timing in proportion would count every op's fixed cost once per slice."""
+    def seconds(n):
+        t = time.perf_counter()
+        forward_backward(n).item()  # .item() waits for the device
+        return time.perf_counter() - t
+
+    n = max(1, batch // 32)
+    forward_backward(n)  # once untimed: the first call pays one-time costs
+    points = [(n, seconds(n))]
+    while points[-1][1] < 1.0 and n < batch:
+        n = min(2 * n, batch)
+        points.append((n, seconds(n)))
+    if len(points) == 1 and n > 1:  # the first slice took a second already: time half of it too
+        points.insert(0, (n // 2, seconds(n // 2)))
+    (n0, t0), (n1, t1) = points[-2:] if len(points) > 1 else points * 2
+    per_item = max(t1 - t0, 0.0) / (n1 - n0) if n1 > n0 else t1 / n1
+    return t1 + per_item * (batch - n1), n1
 
 
 def eta(s):

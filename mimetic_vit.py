@@ -733,19 +733,10 @@ class Progress:
     def probe(self, forward_backward):
         """forward_backward(n) runs the model on the first n images of the batch (the ViT draws no random
         numbers; train() drops the gradients)."""
-        n = max(1, self.batch // 32)
-        forward_backward(n)  # once untimed: the first call pays one-time costs
-        while True:
-            t = time.perf_counter()
-            forward_backward(n)[0].item()  # .item() waits for the device
-            t = time.perf_counter() - t
-            if t >= 1.0 or n == self.batch:
-                break
-            n = min(2 * n, self.batch)
+        step_s, n = time_per_batch(forward_backward, self.batch)
         self.first, self.start = False, (self.start[0], time.perf_counter())
-        step_s = t * self.batch / n
         left = step_s * (self.total - self.start[0])
-        print(f"estimate (forward and backward of {n} of the first batch's {self.batch} images): "
+        print(f"estimate (forward and backward timed on up to {n} of the first batch's {self.batch} images): "
               f"{self.batch / step_s:.0f} img/s, {duration(step_s * self.per_epoch)} per epoch, {duration(left)} "
               f"for the run (training only)")
         if self.dev.type == "cpu" and left > 3600:
@@ -770,6 +761,28 @@ class Progress:
             sys.stdout.write(f"\rstep {step}/{self.total} | loss {loss.item():.4f} | {rate:.0f} img/s | "
                              f"{duration(left)} left\033[K")
             sys.stdout.flush()
+
+
+def time_per_batch(forward_backward, batch):
+    """(seconds for forward and backward of the whole batch, the largest slice timed). The slice doubles until
+    a call takes a second; a line through the last two timings (fixed costs + per item) extends it to the
+    batch: scaling one timing in proportion would count every op's fixed cost once per slice."""
+    def seconds(n):
+        t = time.perf_counter()
+        forward_backward(n)[0].item()  # .item() waits for the device
+        return time.perf_counter() - t
+
+    n = max(1, batch // 32)
+    forward_backward(n)  # once untimed: the first call pays one-time costs
+    points = [(n, seconds(n))]
+    while points[-1][1] < 1.0 and n < batch:
+        n = min(2 * n, batch)
+        points.append((n, seconds(n)))
+    if len(points) == 1 and n > 1:  # the first slice took a second already: time half of it too
+        points.insert(0, (n // 2, seconds(n // 2)))
+    (n0, t0), (n1, t1) = points[-2:] if len(points) > 1 else points * 2
+    per_item = max(t1 - t0, 0.0) / (n1 - n0) if n1 > n0 else t1 / n1
+    return t1 + per_item * (batch - n1), n1
 
 
 def duration(s):

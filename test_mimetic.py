@@ -1980,18 +1980,34 @@ def test_compare_arms_train_and_resume_exactly(arm, tmp_path, monkeypatch):
 
 
 class FakeClock:
-    """time.perf_counter for Progress: it advances only when the fake forward+backward 'runs', 0.05 s per
-    item, so every estimate below is exact arithmetic."""
+    """time.perf_counter for Progress: it advances only when the fake forward+backward 'runs', a fixed cost
+    plus a cost per item, so every estimate below is exact arithmetic."""
 
-    def __init__(self):
-        self.now = 100.0
+    def __init__(self, fixed=0.0, per_item=0.05):
+        self.now, self.fixed, self.per_item = 100.0, fixed, per_item
 
     def __call__(self):
         return self.now
 
     def forward_backward(self, n):
-        self.now += 0.05 * n
+        self.now += self.fixed + self.per_item * n
         return torch.tensor(1.0)
+
+
+@pytest.mark.parametrize("program", ["vit", "lm"])
+@pytest.mark.parametrize("fixed,per_item,seconds,largest", [(0.5, 0.05, 3.7, 16), (1.0, 0.5, 33.0, 2)])
+def test_time_per_batch_fits_fixed_and_per_item_costs(program, fixed, per_item, seconds, largest, monkeypatch):
+    """A batch of 64, slices from 2 doubled until a call takes a second. 0.5 s fixed + 0.05 s per item: 16
+    items take 1.3 s and 8 take 0.9 s, so the line gives 0.5 + 0.05 * 64 = 3.7 s (in proportion it would
+    be 5.2 s). 1 s fixed + 0.5 s per item: the first slice (2) takes 2 s already, so half of it is timed too
+    (1.5 s): 1 + 0.5 * 64 = 33 s."""
+    clock = FakeClock(fixed, per_item)
+    monkeypatch.setattr(time, "perf_counter", clock)
+    if program == "vit":
+        step_s, n = mv.time_per_batch(lambda n: (clock.forward_backward(n), None), 64)
+    else:
+        step_s, n = lm.time_per_batch(clock.forward_backward, 64)
+    assert math.isclose(step_s, seconds) and n == largest
 
 
 @pytest.mark.parametrize("program", ["vit", "lm"])
@@ -2014,7 +2030,7 @@ def test_progress_first_estimate_and_cpu_hint(program, total_steps, hint, monkey
         rate, module = "200 tok/s", lm
     lines = capsys.readouterr().out.splitlines()
     run = "1.8 h" if hint else "53 min"
-    assert lines[0].startswith("estimate (forward and backward of 32 of the first batch's 64 ")
+    assert lines[0].startswith("estimate (forward and backward timed on up to 32 of the first batch's 64 ")
     assert lines[0].endswith(f"): {rate}, 5 min per epoch, {run} for the run (training only)"), lines[0]
     assert len(lines) == 1 + hint
     if hint:
@@ -2082,7 +2098,7 @@ def test_progress_estimate_comes_first_and_no_hint_on_a_short_run(tmp_path):
         assert r.returncode == 0, r.stderr
         lines = r.stdout.splitlines()
         first_step = next(k for k, line in enumerate(lines) if line.startswith("step "))
-        assert lines[first_step - 1].startswith("estimate (forward and backward of ")
+        assert lines[first_step - 1].startswith("estimate (forward and backward timed on up to ")
         assert not any(line.startswith("note:") for line in lines)
 
 

@@ -324,12 +324,19 @@ def init_attention_(model, init, alpha1, beta1, alpha2, beta2, vo_sign=-1, gener
     """
     if init == "default":
         return
-    for block in model.blocks:
-        if init == "simple":
-            simple_init_(block.attn.qkv.weight, block.attn.proj.weight, block.attn.heads, generator)
-            continue
-        mimetic_init_(block.attn.qkv.weight, block.attn.proj.weight, block.attn.heads, alpha1, beta1, alpha2,
-                      beta2, generator, vo_sign, init_qk=init != "vo", init_vo=init != "qk")
+    # the SVDs on one thread: the same bits whatever the thread count (at width 384 two threads change the
+    # last bits), and on a 2-core CPU several times faster than on two
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        for block in model.blocks:
+            if init == "simple":
+                simple_init_(block.attn.qkv.weight, block.attn.proj.weight, block.attn.heads, generator)
+                continue
+            mimetic_init_(block.attn.qkv.weight, block.attn.proj.weight, block.attn.heads, alpha1, beta1, alpha2,
+                          beta2, generator, vo_sign, init_qk=init != "vo", init_vo=init != "qk")
+    finally:
+        torch.set_num_threads(threads)
 
 
 def build_model(cfg, model_cfg):

@@ -1975,6 +1975,23 @@ def test_compare_arms_train_and_resume_exactly(arm, tmp_path, monkeypatch):
     assert math.isfinite(whole["history"][-1]["test_loss"])
 
 
+def test_init_is_the_same_bits_whatever_the_thread_count():
+    """The SVDs run on one thread (and the caller's count comes back): at width 384, two threads would change
+    the last bits of W_V W_proj and so a seeded run's weights would depend on OMP_NUM_THREADS."""
+    threads = torch.get_num_threads()
+    weights = []
+    for n in (1, 2):
+        torch.set_num_threads(n)
+        cfg = lm.parse_config(["--width=384", "--depth=2", "--heads=8"])
+        torch.manual_seed(0)
+        model = lm.TransformerLM(lm.model_config(cfg, 49))
+        lm.init_attention_(model, "mimetic", 0.0, 0.5, 0.2, 0.2, generator=torch.Generator().manual_seed(0))
+        assert torch.get_num_threads() == n
+        weights.append(model.state_dict())
+    torch.set_num_threads(threads)
+    assert all(torch.equal(weights[0][k], weights[1][k]) for k in weights[0])
+
+
 # ==================================================================================================
 # progress: the first estimate within seconds, the time left, the CPU hint, the terminal line
 

@@ -5,7 +5,7 @@ Paper: Trockman & Kolter, "Mimetic Initialization of Self-Attention Layers", ICM
 arXiv 2305.09828. The authors released no code. Read this file top to bottom beside the paper:
 config -> Transformer LM -> mimetic_init_ (the same function as in mimetic_vit.py, with the language
 defaults of Sec. 7: a1 = 0, b1 = 0.5, a2 = b2 = 0.2) -> data -> evaluation -> schedule -> train() ->
-main(), then a short tail of helpers (config parsing, checkpoint files, devices, downloads).
+main(), then a short tail of helpers (config parsing, checkpoint files, devices, downloads, progress).
 
 Run (GPU; reads ./data/ptb/, downloads it when missing; Sec. 7's PTB shape, 100 epochs, mimetic init):
     python mimetic_lm.py --dataset=ptb_char          # bits per character (Table 6 row 1)
@@ -686,7 +686,7 @@ def main(argv=None):
 
 
 # ===============================================================================================
-# helpers: config parsing and --help, checkpoint files, devices and precision, downloads
+# helpers: config parsing and --help, checkpoint files, devices and precision, downloads, progress
 
 CHOICES = {"dataset": tuple(DATASETS), "init": INITS, "precision": ("auto", "bf16", "fp32"),
            "compile": ("auto", "true", "false"), "vo_sign": (-1, 1), "qk_basis": ("svd", "random")}

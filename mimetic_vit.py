@@ -5,7 +5,7 @@ Paper: Trockman & Kolter, "Mimetic Initialization of Self-Attention Layers", ICM
 arXiv 2305.09828. The authors released no code. Read this file top to bottom beside the paper:
 config -> ViT -> mimetic_init_ (Sec. 4, in the paper's order, one equation per line, the printed typos
 named) -> data -> evaluation -> schedule -> train() -> main(), then a short tail of helpers (arguments,
-checkpoints, devices, downloads, figures). Side modes live in extras/ and import this file.
+checkpoints, devices, downloads, figures, progress). Side modes live in extras/ and import this file.
 
 Run (GPU, downloads CIFAR-10 into ./data, the paper's ViT-Tiny for 100 epochs, mimetic init):
     python mimetic_vit.py
@@ -560,7 +560,7 @@ def main(argv=None):
 
 
 # ===============================================================================================
-# tail: helpers the paper does not need (arguments, checkpoints, device, download, figures)
+# tail: helpers the paper does not need (arguments, checkpoints, device, download, figures, progress)
 
 CHOICES = {"init": INITS, "dataset": tuple(DATASETS), "pos_emb": ("sinusoidal", "learned"), "vo_sign": (-1, 1),
            "precision": ("auto", "bf16", "fp32"), "compile": ("auto", "true", "false")}

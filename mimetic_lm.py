@@ -854,8 +854,7 @@ class Progress:
         """forward_backward(n) runs the model on the first n of this process's batch sequences; dropout's
         random numbers are drawn from a fork of the generators and the gradients dropped, so training is as
         without the probe."""
-        gpu = self.dev.type != "cpu"
-        with torch.random.fork_rng(devices=[self.dev] if gpu else [], device_type=self.dev.type if gpu else "cuda"):
+        with torch.random.fork_rng(devices=[] if self.dev.type == "cpu" else [self.dev], device_type=self.dev.type):
             step_s, n = time_per_batch(forward_backward, batch)
         model.zero_grad(set_to_none=True)
         self.first, self.start = False, (self.start[0], time.perf_counter())

@@ -491,8 +491,7 @@ def train(model, data, norm, cfg, dev, amp, ckpt=None):
             xb = resize(augment(train_x[idx], gen, cfg, *norm), model.config.image_size)
             yb = train_y[idx]
             if progress.first:  # time a slice of this batch, so that the first estimate comes within seconds
-                progress.probe(lambda n: forward_backward(model, xb[:n], yb[:n], amp))
-                opt.zero_grad(set_to_none=True)  # the probe's gradients; its weights and RNG are untouched
+                progress.probe(lambda n: forward_backward(model, xb[:n], yb[:n], amp), model)
             lr = get_lr(step, total_steps, warmup_steps, cfg.lr)
             for group in opt.param_groups:
                 group["lr"] = lr
@@ -516,7 +515,7 @@ def train(model, data, norm, cfg, dev, amp, ckpt=None):
         history.append({"epoch": epoch, "train_loss": loss_sum / n, "train_acc": 100 * hits / n, "test_loss": test_loss,
                         "test_acc": test_acc, "elapsed_s": round(time.perf_counter() - t_start, 1)})
         progress.print(f"epoch {epoch}/{cfg.epochs} | train loss {loss_sum / n:.4f} | test loss {test_loss:.4f} | "
-              f"test acc {test_acc:.2f} | {history[-1]['elapsed_s'] / 60:.1f} min")
+                       f"test acc {test_acc:.2f} | {history[-1]['elapsed_s'] / 60:.1f} min")
         save_checkpoint(os.path.join(cfg.out_dir, "ckpt.pt"), {
             "model": model.state_dict(), "optimizer": opt.state_dict(), "history": history,
             "data_rng": gen.get_state(), "cpu_rng": torch.get_rng_state(), "config": vars(cfg)})
@@ -737,10 +736,11 @@ class Progress:
         self.first, self.tty, self.shown = True, sys.stdout.isatty(), 0.0
         self.start = (step, time.perf_counter())
 
-    def probe(self, forward_backward):
-        """forward_backward(n) runs the model on the first n images of the batch (the ViT draws no random
-        numbers; train() drops the gradients)."""
+    def probe(self, forward_backward, model):
+        """forward_backward(n) runs the model on the first n images of the batch; the ViT draws no random
+        numbers and the gradients are dropped, so training is as without the probe."""
         step_s, n = time_per_batch(forward_backward, self.batch)
+        model.zero_grad(set_to_none=True)
         self.first, self.start = False, (self.start[0], time.perf_counter())
         left = step_s * (self.total - self.start[0])
         print(f"estimate (forward and backward timed on up to {n} of the first batch's {self.batch} images): "

@@ -2039,7 +2039,7 @@ def test_progress_first_estimate_and_cpu_hint(program, total_steps, hint, monkey
     cpu = torch.device("cpu")
     if program == "vit":
         p = mv.Progress(total_steps, 100, 64, 0, cpu)
-        p.probe(lambda n: (clock.forward_backward(n), None))  # the ViT's returns (loss, logits)
+        p.probe(lambda n: (clock.forward_backward(n), None), nn.Linear(2, 2))  # the ViT's returns (loss, logits)
         rate, module = "20 img/s", mv
     else:
         p = lm.Progress(total_steps, 100, 64 * 10, 0, cpu)
@@ -2060,7 +2060,8 @@ def test_progress_first_estimate_and_cpu_hint(program, total_steps, hint, monkey
 def test_progress_no_cpu_hint_on_a_gpu(monkeypatch, capsys):
     clock = FakeClock()
     monkeypatch.setattr(time, "perf_counter", clock)
-    mv.Progress(2000, 100, 64, 0, torch.device("cuda")).probe(lambda n: (clock.forward_backward(n), None))
+    mv.Progress(2000, 100, 64, 0, torch.device("cuda")).probe(lambda n: (clock.forward_backward(n), None),
+                                                            nn.Linear(2, 2))
     assert len(capsys.readouterr().out.splitlines()) == 1
 
 

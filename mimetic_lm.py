@@ -575,7 +575,7 @@ def train(model, data, cfg, dev, amp, ckpt=None, rank=0, world=1):
             raise SystemExit(f"error: the validation loss is not finite (epoch {epoch}); stopping. The last good "
                              f"checkpoint, if any, is kept in {cfg.out_dir}. Try a lower --lr in a new --out_dir")
         s["lr_scale"] *= plateau_factor(s["history"], val_loss, cfg, level)
-        s["elapsed"] = round(s["elapsed"] + time.perf_counter() - t0, 1)
+        s["elapsed"] = round(s["elapsed"] + time.perf_counter() - t0, 3)  # ms: a tiny epoch must not round to 0
         name, value = metric(val_loss, level)
         s["history"].append({"epoch": epoch, "train_loss": mean_over_ranks(losses, world), "val_loss": val_loss,
                              f"val_{name}": value, "lr": get_lr(step - 1, warmup, cfg.lr, s["lr_scale"]),

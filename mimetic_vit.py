@@ -1,32 +1,23 @@
 """
 Mimetic initialization of self-attention layers, on a Vision Transformer trained on CIFAR-10.
 
-Paper: Trockman & Kolter, "Mimetic Initialization of Self-Attention Layers", ICML 2023,
-arXiv 2305.09828. The authors released no code. Read this file top to bottom beside the paper:
-config -> ViT -> mimetic_init_ (Sec. 4, in the paper's order, one equation per line, the printed typos
-named) -> data -> evaluation -> schedule -> train() -> main(), then a short tail of helpers (arguments,
-checkpoints, devices, downloads, figures, progress). Side modes live in extras/ and import this file.
+Paper: Trockman & Kolter, "Mimetic Initialization of Self-Attention Layers", ICML 2023, arXiv 2305.09828.
+The authors released no code. Read this file top to bottom beside the paper: config -> ViT -> mimetic_init_
+(Sec. 4, in the paper's order, one equation per line, the printed typos named) -> data -> evaluation ->
+schedule -> train() -> main(), then a short tail of helpers. Side modes live in extras/ and import this file.
 
 Run (GPU, downloads CIFAR-10 into ./data, the paper's ViT-Tiny for 100 epochs, mimetic init):
     python mimetic_vit.py
     python mimetic_vit.py --init=default             # the same model and pipeline without it
-CPU quick run, the laptop recipe (about 9-10 minutes per arm on one core, fp32; all 50,000 training images,
-2 epochs; README.md, "Laptop scale", has it with 5 seeds and every Table 2 row):
+CPU quick run, the laptop recipe (all 50,000 training images, 2 epochs; about 10 minutes per arm on one core):
     python mimetic_vit.py --width=96 --depth=4 --heads=3 --patch_size=4 --epochs=2 --batch_size=128
-    python mimetic_vit.py --width=96 --depth=4 --heads=3 --patch_size=4 --epochs=2 --batch_size=128 --init=default
-CPU smoke run (under a minute; checks that everything runs, not a result):
-    python mimetic_vit.py --width=64 --depth=2 --heads=2 --patch_size=4 --train_subset=2048 \
-        --epochs=1 --batch_size=128
-Other modes:
-    python mimetic_vit.py --help                     # every config key with its default and why
-    python mimetic_vit.py --plot=True                # PNG figures of W_Q W_K^T, W_V W_proj, attention (Figs. 1-2)
-    python extras/bench_vit.py                       # img/s; extras/ also has Fig. 3 and Table 4 (SVHN, Tiny ImageNet)
+--help lists every key with its default and why; --plot=True writes Figs. 1-2 as PNGs; extras/ has the benchmark,
+Fig. 3, Table 4's SVHN and Tiny ImageNet rows, and Sec. 6's comparisons.
 Expected results (README.md links every number to its results file and log):
-  - paper, Table 1, ViT-Tiny, 100 epochs on CIFAR-10: 86.07% (default init) -> 90.78% (mimetic);
-    ours on a GPU: not yet measured.
-  - ours, the laptop recipe above (AMD EPYC, 1 thread per arm, fp32, CIFAR-10 JPEG copy), seeds 0-4:
-    44.93 +- 1.20% (default init) -> 48.92 +- 1.90% (mimetic), mean +- std; mimetic ahead on 4 seeds by
-    4.2 to 6.1 points and level on one (mean gap 3.99, standard error 1.04)
+  - paper, Table 1, ViT-Tiny, 100 epochs on CIFAR-10: 86.07% (default init) -> 90.78% (mimetic); ours on a GPU:
+    not yet measured.
+  - the laptop recipe (AMD EPYC, 1 thread per arm, fp32, CIFAR-10 JPEG copy), seeds 0-4: 44.93 +- 1.20% (default
+    init) -> 48.92 +- 1.90% (mimetic), mean +- std; gap 3.99, standard error 1.04.
 """
 
 import json
@@ -35,13 +26,12 @@ import os
 import pickle
 import platform
 import shlex
-import socket
 import sys
 import time
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass
 from types import SimpleNamespace
-from urllib.parse import urlparse
+from urllib.error import URLError
 
 import torch
 import torch.nn as nn
@@ -144,7 +134,6 @@ class Attention(nn.Module):
         q, k, v = rearrange(self.qkv(x), "b n (three h k) -> three b h n k", three=3, h=self.heads)
         y = F.scaled_dot_product_attention(q, k, v)  # (B, h, N, k); softmax(q k^T / sqrt(k)) v
         return self.proj(rearrange(y, "b h n k -> b n (h k)"))
-
 
 
 class MLP(nn.Module):
@@ -316,25 +305,21 @@ INITS = ("mimetic", "default", "qk", "vo", "simple")
 
 @torch.no_grad()
 def init_attention_(model, init, alpha1, beta1, alpha2, beta2, vo_sign=-1, generator=None):
-    """Mimetic init of every block's attention (after the default init, before torch.compile).
-
-    init: mimetic (both products) | qk (only W_Q, W_K) | vo (only W_V, W_proj) | default (none): the
-    arms of Table 2. Every arm draws the same noise, so an ablation shares its draws with the full init.
-    simple: Sec. 4's simplest technique (simple_init_) instead.
-    """
+    """Every block's attention, after the default init and before torch.compile. init: mimetic (both products)
+    | qk (only W_Q, W_K) | vo (only W_V, W_proj) | default (none), Table 2's arms, which all draw the same noise;
+    simple: Sec. 4's simplest technique. The SVDs run on one thread: the same bits whatever the thread count
+    (two threads change the last bits at width 384), and on a 2-core CPU several times faster than on two."""
     if init == "default":
         return
-    # the SVDs on one thread: the same bits whatever the thread count (at width 384 two threads change the
-    # last bits), and on a 2-core CPU several times faster than on two
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        for block in model.blocks:
+        for attn in (block.attn for block in model.blocks):
             if init == "simple":
-                simple_init_(block.attn.qkv.weight, block.attn.proj.weight, block.attn.heads, generator)
-                continue
-            mimetic_init_(block.attn.qkv.weight, block.attn.proj.weight, block.attn.heads, alpha1, beta1, alpha2,
-                          beta2, generator, vo_sign, init_qk=init != "vo", init_vo=init != "qk")
+                simple_init_(attn.qkv.weight, attn.proj.weight, attn.heads, generator)
+            else:
+                mimetic_init_(attn.qkv.weight, attn.proj.weight, attn.heads, alpha1, beta1, alpha2, beta2,
+                              generator, vo_sign, init_qk=init != "vo", init_vo=init != "qk")
     finally:
         torch.set_num_threads(threads)
 
@@ -413,6 +398,11 @@ def resize(x, size):
     return F.interpolate(x, size=(size, size), mode="bilinear", antialias=x.shape[-1] > size)
 
 
+def to_input(x, mean, std, size):
+    """uint8 images (B, 3, H, W), not augmented (test images, figures) -> normalised float at the model's size."""
+    return resize((x.float() / 255.0 - mean) / std, size)
+
+
 # -----------------------------------------------------------------------------------------------
 # evaluation
 
@@ -422,7 +412,7 @@ def evaluate(model, x, y, mean, std, batch, amp):
     model.eval()
     loss, correct = torch.zeros((), device=x.device), torch.zeros((), device=x.device)
     for i in range(0, len(x), batch):
-        xb, yb = resize((x[i:i + batch].float() / 255.0 - mean) / std, model.config.image_size), y[i:i + batch]
+        xb, yb = to_input(x[i:i + batch], mean, std, model.config.image_size), y[i:i + batch]
         with amp:
             logits = model(xb)
         loss += F.cross_entropy(logits.float(), yb, reduction="sum")
@@ -473,11 +463,7 @@ def train(model, data, norm, cfg, dev, amp, ckpt=None):
     total_steps = cfg.epochs * steps_per_epoch
     warmup_steps = max(1, round(cfg.warmup_frac * total_steps))
     gen = torch.Generator().manual_seed(cfg.seed)  # data order, flips, Cutout (RandAugment: torch's own RNG)
-    history = ckpt["history"] if ckpt else []
-    if ckpt:  # continue bit for bit: the optimizer and both random streams
-        opt.load_state_dict(ckpt["optimizer"])
-        gen.set_state(ckpt["data_rng"])
-        torch.set_rng_state(ckpt["cpu_rng"])
+    history = restore(ckpt, opt, gen) if ckpt else []  # a resumed run continues bit for bit
     compile_it = cfg.compile == "true" or (cfg.compile == "auto" and dev.type == "cuda")  # a CPU gains nothing
     net = torch.compile(model) if compile_it else model  # checkpoints save `model`, without _orig_mod.
     step = len(history) * steps_per_epoch
@@ -488,10 +474,9 @@ def train(model, data, norm, cfg, dev, amp, ckpt=None):
         sums = torch.zeros(2, 3, device=dev)  # (this epoch, this log interval) x (loss * n, correct, n)
         for i in range(steps_per_epoch):
             idx = perm[i * cfg.batch_size:(i + 1) * cfg.batch_size]
-            xb = resize(augment(train_x[idx], gen, cfg, *norm), model.config.image_size)
-            yb = train_y[idx]
+            xb, yb = resize(augment(train_x[idx], gen, cfg, *norm), model.config.image_size), train_y[idx]
             if progress.first:  # time a slice of this batch, so that the first estimate comes within seconds
-                progress.probe(lambda n: forward_backward(model, xb[:n], yb[:n], amp), model)
+                progress.probe(lambda n: forward_backward(model, xb[:n], yb[:n], amp)[0], model)
             lr = get_lr(step, total_steps, warmup_steps, cfg.lr)
             for group in opt.param_groups:
                 group["lr"] = lr
@@ -516,9 +501,7 @@ def train(model, data, norm, cfg, dev, amp, ckpt=None):
                         "test_acc": test_acc, "elapsed_s": round(time.perf_counter() - t_start, 1)})
         progress.print(f"epoch {epoch}/{cfg.epochs} | train loss {loss_sum / n:.4f} | test loss {test_loss:.4f} | "
                        f"test acc {test_acc:.2f} | {history[-1]['elapsed_s'] / 60:.1f} min")
-        save_checkpoint(os.path.join(cfg.out_dir, "ckpt.pt"), {
-            "model": model.state_dict(), "optimizer": opt.state_dict(), "history": history,
-            "data_rng": gen.get_state(), "cpu_rng": torch.get_rng_state(), "config": vars(cfg)})
+        save_checkpoint(model, opt, gen, history, cfg)
         if epoch == cfg.stop_epoch and epoch < cfg.epochs:
             print(f"stopping after epoch {epoch} (--stop_epoch); continue with --resume=True")
             return None
@@ -548,14 +531,13 @@ def main(argv=None):
         raise SystemExit(f"error: {len(data[0])} training images but batch_size {cfg.batch_size}: lower --batch_size")
     mean, std = norm_stats(MEAN_STD[cfg.dataset], dev)
     if cfg.plot:  # Figs. 1-2 for 64 test images, of the fresh model or (with --resume) of the checkpoint
-        images = resize((data[2][:64].float() / 255 - mean) / std, model.config.image_size)
+        images = to_input(data[2][:64], mean, std, model.config.image_size)
         return save_figures(model.eval(), images, os.path.join(cfg.out_dir, "figures" if ckpt else "figures-init"))
 
     history = train(model, data, (mean, std), cfg, dev, amp, ckpt)
     if history is None:  # stopped by --stop_epoch
         return None
     return write_results(cfg, model, history, dev, prec, ["python", "mimetic_vit.py", *argv])
-
 
 
 # ===============================================================================================
@@ -570,12 +552,12 @@ RESUME_FREE = {"resume", "stop_epoch", "compile", "device", "eval_batch_size", "
 def parse_config(argv):
     """The config globals above, overridden by --key=value (converted to the default's type). The mistakes
     users make are one `error:` line, before any work."""
+    if "-h" in argv or "--help" in argv:  # the config block above: every key with its default and why
+        src = open(os.path.abspath(__file__), encoding="utf-8").read()
+        print(src[src.index("# config:"):src.index("config_keys =")])
+        raise SystemExit(0)
     cfg = {k: globals()[k] for k in config_keys}
     for arg in argv:
-        if arg in ("-h", "--help"):  # the config block above: every key with its default and why
-            src = open(os.path.abspath(__file__), encoding="utf-8").read()
-            print(src[src.index("# config:"):src.index("config_keys =")])
-            raise SystemExit(0)
         key, eq, val = arg.removeprefix("--").partition("=")
         if not arg.startswith("--") or not eq:
             raise SystemExit(f"error: bad argument {arg!r}: use --key=value, e.g. --epochs=10 (--help lists the keys)")
@@ -628,10 +610,22 @@ def prepare_out_dir(cfg):
     return ckpt
 
 
-def save_checkpoint(path, state):
-    """Atomic: a temp file, then a rename, so a crash or Ctrl-C leaves the old file or the new one."""
-    torch.save(state, path + ".tmp")
+def save_checkpoint(model, opt, gen, history, cfg):
+    """<out_dir>/ckpt.pt: the uncompiled model, optimizer, history, both random streams and the config. Atomic:
+    a temp file, then a rename, so a crash or Ctrl-C leaves the old file or the new one."""
+    path = os.path.join(cfg.out_dir, "ckpt.pt")
+    torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "history": history,
+                "data_rng": gen.get_state(), "cpu_rng": torch.get_rng_state(), "config": vars(cfg)}, path + ".tmp")
     os.replace(path + ".tmp", path)
+
+
+def restore(ckpt, opt, gen):
+    """The optimizer and both random streams from a checkpoint, so that the run continues bit for bit; returns
+    the history so far."""
+    opt.load_state_dict(ckpt["optimizer"])
+    gen.set_state(ckpt["data_rng"])
+    torch.set_rng_state(ckpt["cpu_rng"])
+    return ckpt["history"]
 
 
 def write_results(cfg, model, history, dev, prec, command):
@@ -658,27 +652,25 @@ def device_and_precision(cfg):
 
 
 def hardware(dev):
+    """The GPU's name, or the CPU's model name (from /proc/cpuinfo where there is one), its cores and threads."""
     if dev.type == "cuda":
         return f"{torch.cuda.get_device_name(dev)}, torch {torch.__version__}"
-    name = platform.processor() or platform.machine()
-    if os.path.exists("/proc/cpuinfo"):
-        with open("/proc/cpuinfo") as f:
-            name = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), name)
+    info = open("/proc/cpuinfo").read().splitlines() if os.path.exists("/proc/cpuinfo") else []
+    name = next((line.split(":", 1)[1].strip() for line in info if line.startswith("model name")), platform.machine())
     return f"{dev.type.upper()} {name} x{os.cpu_count()} threads {torch.get_num_threads()}, torch {torch.__version__}"
 
 
 def download(name, root, base, missing):
-    """Downloads and unpacks the official python version with torchvision; offline, an error that names the
-    folder and the fix (checked first with a 5 s connection, so that a machine without network fails at once)."""
+    """torchvision's download of the official python version, unpacked into <root>/<folder>/; offline, one
+    error line that names the folder and the fix (a machine without network fails within seconds)."""
     import torchvision
     tv = torchvision.datasets.CIFAR10 if name == "cifar10" else torchvision.datasets.CIFAR100
     try:
-        socket.create_connection((urlparse(tv.url).hostname, 443), timeout=5).close()
-    except OSError:
-        raise SystemExit(f"error: {name} not found: {base}/ lacks {', '.join(missing)}, and the download host "
-                         f"cannot be reached. Put the official python-version files ({tv.filename}, unpacked) in "
+        tv(root, train=True, download=True)
+    except URLError as e:  # no network, or the host does not answer
+        raise SystemExit(f"error: {name} not found: {base}/ lacks {', '.join(missing)}, and the download failed "
+                         f"({e.reason}). Put the official python-version files ({tv.filename}, unpacked) in "
                          f"{base}/, or pass --data_dir=<folder that holds {os.path.basename(base)}/>") from None
-    tv(root, train=True, download=True)  # downloads and unpacks into <root>/<folder>/
 
 
 # figures (Fig. 1: the weight products; Fig. 2: attention maps), drawn with torchvision.utils
@@ -727,9 +719,9 @@ QUICK_RUN = "python mimetic_vit.py --width=96 --depth=4 --heads=3 --patch_size=4
 
 
 class Progress:
-    """The first estimate times forward and backward on a slice of the first batch, doubled until it takes a
-    second: at the default shape one step on a CPU takes over half a minute. Later lines measure the steps
-    taken since (evaluation included). On a terminal, one line rewritten in place between the log lines."""
+    """Speed and time left: first from forward and backward on slices of the first batch (one step at the
+    default shape takes over half a minute on a CPU), then from the steps taken since, evaluation included.
+    On a terminal, one line rewritten in place between the log lines; into a file, the log lines only."""
 
     def __init__(self, total_steps, steps_per_epoch, batch_size, step, dev):
         self.total, self.per_epoch, self.batch, self.dev = total_steps, steps_per_epoch, batch_size, dev
@@ -737,8 +729,8 @@ class Progress:
         self.start = (step, time.perf_counter())
 
     def probe(self, forward_backward, model):
-        """forward_backward(n) runs the model on the first n images of the batch; the ViT draws no random
-        numbers and the gradients are dropped, so training is as without the probe."""
+        """forward_backward(n): the loss of the batch's first n images, and its gradients, which are dropped;
+        the ViT draws no random numbers, so training is as without the probe."""
         step_s, n = time_per_batch(forward_backward, self.batch)
         model.zero_grad(set_to_none=True)
         self.first, self.start = False, (self.start[0], time.perf_counter())
@@ -765,31 +757,28 @@ class Progress:
         if self.tty and time.perf_counter() - self.shown > 0.5:  # loss.item() waits for the device: not too often
             self.shown = time.perf_counter()
             rate, left = self.rate_and_left(step)
-            sys.stdout.write(f"\rstep {step}/{self.total} | loss {loss.item():.4f} | {rate:.0f} img/s | "
-                             f"{duration(left)} left\033[K")
-            sys.stdout.flush()
+            print(f"\rstep {step}/{self.total} | loss {loss.item():.4f} | {rate:.0f} img/s | {duration(left)} left"
+                  f"\033[K", end="", flush=True)
 
 
 def time_per_batch(forward_backward, batch):
-    """(seconds for forward and backward of the whole batch, the largest slice timed). The slice doubles until
-    a call takes a second; a line through the last two timings (fixed costs + per item) extends it to the
-    batch: scaling one timing in proportion would count every op's fixed cost once per slice."""
+    """(seconds for forward and backward of the whole batch, the largest slice timed). Slices double from
+    batch / 32 until a call takes a second; the line through the last two timings (a fixed cost plus a cost
+    per image) is extended to the batch, where scaling one timing in proportion would count the fixed cost
+    once per slice."""
     def seconds(n):
         t = time.perf_counter()
-        forward_backward(n)[0].item()  # .item() waits for the device
+        forward_backward(n).item()  # .item() waits for the device
         return time.perf_counter() - t
 
-    n = max(1, batch // 32)
+    n = max(2, batch // 32)
     forward_backward(n)  # once untimed: the first call pays one-time costs
-    points = [(n, seconds(n))]
+    points = [(n // 2, seconds(n // 2)), (n, seconds(n))]
     while points[-1][1] < 1.0 and n < batch:
         n = min(2 * n, batch)
         points.append((n, seconds(n)))
-    if len(points) == 1 and n > 1:  # the first slice took a second already: time half of it too
-        points.insert(0, (n // 2, seconds(n // 2)))
-    (n0, t0), (n1, t1) = points[-2:] if len(points) > 1 else points * 2
-    per_item = max(t1 - t0, 0.0) / (n1 - n0) if n1 > n0 else t1 / n1
-    return t1 + per_item * (batch - n1), n1
+    (n0, t0), (n1, t1) = points[-2:]
+    return t1 + max(t1 - t0, 0.0) / (n1 - n0) * (batch - n1), n1
 
 
 def duration(s):

@@ -2021,7 +2021,7 @@ def test_time_per_batch_fits_fixed_and_per_item_costs(program, fixed, per_item, 
     clock = FakeClock(fixed, per_item)
     monkeypatch.setattr(time, "perf_counter", clock)
     if program == "vit":
-        step_s, n = mv.time_per_batch(lambda n: (clock.forward_backward(n), None), 64)
+        step_s, n = mv.time_per_batch(clock.forward_backward, 64)
     else:
         step_s, n = lm.time_per_batch(clock.forward_backward, 64)
     assert math.isclose(step_s, seconds) and n == largest
@@ -2039,7 +2039,7 @@ def test_progress_first_estimate_and_cpu_hint(program, total_steps, hint, monkey
     cpu = torch.device("cpu")
     if program == "vit":
         p = mv.Progress(total_steps, 100, 64, 0, cpu)
-        p.probe(lambda n: (clock.forward_backward(n), None), nn.Linear(2, 2))  # the ViT's returns (loss, logits)
+        p.probe(clock.forward_backward, nn.Linear(2, 2))
         rate, module = "20 img/s", mv
     else:
         p = lm.Progress(total_steps, 100, 64 * 10, 0, cpu)
@@ -2060,8 +2060,7 @@ def test_progress_first_estimate_and_cpu_hint(program, total_steps, hint, monkey
 def test_progress_no_cpu_hint_on_a_gpu(monkeypatch, capsys):
     clock = FakeClock()
     monkeypatch.setattr(time, "perf_counter", clock)
-    mv.Progress(2000, 100, 64, 0, torch.device("cuda")).probe(lambda n: (clock.forward_backward(n), None),
-                                                            nn.Linear(2, 2))
+    mv.Progress(2000, 100, 64, 0, torch.device("cuda")).probe(clock.forward_backward, nn.Linear(2, 2))
     assert len(capsys.readouterr().out.splitlines()) == 1
 
 

@@ -105,7 +105,8 @@ def load_tinyimagenet(root):
     data = decode_tinyimagenet(base)
     print(f"data: decoded {len(data[0]) + len(data[2]):,} Tiny ImageNet JPEGs in {time.perf_counter() - t0:.1f} s")
     try:
-        mv.save_checkpoint(cache, {"data": list(data)})  # atomic: a temp file, then a rename
+        torch.save({"data": list(data)}, cache + ".tmp")
+        os.replace(cache + ".tmp", cache)  # atomic: a crash leaves no half-written cache
     except OSError as e:  # a read-only data folder
         print(f"note: cannot write the image cache {cache} ({e.strerror}); the JPEGs are decoded on every run")
     return data

@@ -1,11 +1,9 @@
 """
 Mimetic initialization of self-attention layers, on a causal Transformer language model (Sec. 7).
 
-Paper: Trockman & Kolter, "Mimetic Initialization of Self-Attention Layers", ICML 2023,
-arXiv 2305.09828. The authors released no code. Read this file top to bottom beside the paper:
-config -> Transformer LM -> mimetic_init_ (the same function as in mimetic_vit.py, with the language
-defaults of Sec. 7: a1 = 0, b1 = 0.5, a2 = b2 = 0.2) -> data -> evaluation -> schedule -> train() ->
-main(), then a short tail of helpers (config parsing, checkpoint files, devices, downloads, progress).
+Paper: Trockman & Kolter, "Mimetic Initialization of Self-Attention Layers", ICML 2023, arXiv 2305.09828 (no
+code released). Read it top to bottom beside the paper; mimetic_init_ is mimetic_vit.py's, with Sec. 7's
+language values a1 = 0, b1 = 0.5, a2 = b2 = 0.2 as defaults. The helpers (config, checkpoints, ...) come last.
 
 Run (GPU; reads ./data/ptb/, downloads it when missing; Sec. 7's PTB shape, 100 epochs, mimetic init):
     python mimetic_lm.py --dataset=ptb_char          # bits per character (Table 6 row 1)
@@ -16,14 +14,14 @@ WikiText-103 (width 410, depth 16, heads 10, 50 epochs), data-parallel on 8 GPUs
 CPU smoke run (trains to val bpc 3.21; 14 min measured on 2 cores shared with other jobs, fp32):
     python mimetic_lm.py --dataset=ptb_char --width=128 --depth=4 --heads=4 --seq_len=128 \
         --eval_stride=128 --batch_size=32 --train_subset=500000 --epochs=2
---help lists every key. Side modes, in extras/ (each imports this file): sample.py (text from a finished
-run's best.pt), bench_lm.py (tok/s), figures_lm.py (pictures of the init or of a checkpoint).
-Expected results (README.md links every number to its results file and log):
-  - paper, Table 6 (default init -> mimetic): char PTB 1.233 -> 1.210 bpc, word PTB 84.84 -> 82.34 ppl,
-    WikiText-103 28.87 -> 28.21 ppl; ours on a GPU: not yet measured.
-  - ours on a CPU (Table 6 at laptop scale; AMD EPYC, 1 thread per run, fp32, about 9 min each): char
-    PTB, width 128, depth 4, 4 heads, seq_len 128, first 900,000 training characters, 3 epochs, seeds
-    0-2: test bpc 2.468 +- 0.046 -> 2.257 +- 0.021 (mean +- std; gap -0.211, standard error 0.033).
+--help lists every key. extras/ (each imports this file): sample.py (text from a finished run's best.pt),
+bench_lm.py (tok/s), figures_lm.py (pictures of the init or of a checkpoint).
+Expected, default init -> mimetic (README.md links every number to its results file and log):
+  - paper, Table 6: char PTB 1.233 -> 1.210 bpc, word PTB 84.84 -> 82.34 ppl, WikiText-103 28.87 -> 28.21 ppl;
+    ours on a GPU: not yet measured.
+  - ours on a CPU (Table 6 at laptop scale; AMD EPYC, 1 thread per run, fp32, about 9 min each): char PTB,
+    width 128, depth 4, 4 heads, seq_len 128, first 900,000 training characters, 3 epochs, seeds 0-2: test
+    bpc 2.468 +- 0.046 -> 2.257 +- 0.021 (mean +- std; gap -0.211, standard error 0.033).
 """
 
 import json
@@ -36,8 +34,10 @@ import sys
 import time
 import urllib.request
 import zipfile
+from collections import OrderedDict
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from types import SimpleNamespace
 from urllib.parse import urlparse
 
@@ -48,9 +48,8 @@ import torch.nn.functional as F
 from einops import rearrange
 
 # -----------------------------------------------------------------------------------------------
-# config: plain globals, each overridable as --key=value (parsed in main(), never at import).
-# The defaults are the char-level PTB run; PRESETS below changes some of them for the other datasets
-# (only the keys not given on the command line), and the resolved config is printed and saved.
+# config: plain globals, each overridable as --key=value (parsed in main(), never at import). The defaults are
+# the char-level PTB run, PRESETS (below) those of the other datasets; the resolved config is printed and saved.
 # model (Sec. 7: PTB width 384, 12 layers, 8 heads; WikiText-103 width 410, 16 layers, 10 heads)
 width = 384               # embedding dimension d
 depth = 12                # number of Transformer blocks
@@ -64,8 +63,7 @@ word_dropout = 0.0        # Sec. 7 "word-level embedding dropout" (whole embeddi
 # init (Sec. 7: a1 = 0, b1 = 0.5, a2 = b2 = 0.2, chosen on char-level PTB and kept for the word tasks)
 init = "mimetic"          # mimetic | default | qk | vo (Table 2's ablations) | simple (Sec. 4), as mimetic_vit.py
 alpha1 = 0.0              # a1: noise weight in W_Q W_K^T ~ a1 Z1 + b1 I (eq 1). a1 = 0 makes the SVD of b1 I
-                          # degenerate; we keep eqs 5-7 literally: every head gets W_Q = W_K = sqrt(b1) I[:, :k]
-                          # (why: the comment at eq 5 in mimetic_init_; tested by test_eq5_7_a1_zero_is_literal)
+                          # degenerate: see qk_basis, and the comment at eq 5 in mimetic_init_
 beta1 = 0.5               # b1: identity weight in eq 1
 alpha2 = 0.2              # a2: noise weight in W_V W_proj ~ a2 Z2 - b2 I (eq 2)
 beta2 = 0.2               # b2: identity weight in eq 2
@@ -136,12 +134,9 @@ class LMConfig:
 
 def sinusoidal_embeddings(n, d):
     """Vaswani et al. 2017: P[i, 2j] = sin(i / 10000^(2j/d)), P[i, 2j+1] = cos(i / 10000^(2j/d))."""
-    position = torch.arange(n, dtype=torch.float64)[:, None]
     freq = torch.exp(-math.log(10000.0) * torch.arange(0, d, 2, dtype=torch.float64) / d)
-    P = torch.zeros(n, d, dtype=torch.float64)
-    P[:, 0::2] = torch.sin(position * freq)
-    P[:, 1::2] = torch.cos(position * freq)[:, : d // 2]
-    return P.float()
+    angle = torch.arange(n, dtype=torch.float64)[:, None] * freq  # (n, ceil(d / 2)): i / 10000^(2j/d)
+    return rearrange([angle.sin(), angle.cos()], "sc n j -> n (j sc)")[:, :d].float()  # columns sin, cos, sin, ...
 
 
 class Attention(nn.Module):
@@ -159,23 +154,14 @@ class Attention(nn.Module):
         return self.proj(rearrange(y, "b h n k -> b n (h k)"))
 
 
-class MLP(nn.Module):
-    def __init__(self, width, hidden):
-        super().__init__()
-        self.fc1 = nn.Linear(width, hidden)
-        self.fc2 = nn.Linear(hidden, width)
-
-    def forward(self, x):
-        return self.fc2(F.gelu(self.fc1(x)))
-
-
 class Block(nn.Module):
     def __init__(self, width, heads, mlp_ratio, dropout=0.0):
         super().__init__()
         self.norm1 = nn.LayerNorm(width)
         self.attn = Attention(width, heads, dropout)
         self.norm2 = nn.LayerNorm(width)
-        self.mlp = MLP(width, mlp_ratio * width)
+        self.mlp = nn.Sequential(OrderedDict(  # named, so that the state_dict keys are mlp.fc1.*, mlp.fc2.*
+            fc1=nn.Linear(width, mlp_ratio * width), gelu=nn.GELU(), fc2=nn.Linear(mlp_ratio * width, width)))
         self.drop = nn.Dropout(dropout)
 
     def forward(self, x):
@@ -335,16 +321,11 @@ def simple_init_(qkv_weight, proj_weight, num_heads, generator=None):
     proj_weight.copy_(-Z)                                      # W_proj = -Z
 
 
-INITS = ("mimetic", "default", "qk", "vo", "simple")
-
-
 @torch.no_grad()
 def init_attention_(model, init, alpha1, beta1, alpha2, beta2, vo_sign=-1, generator=None, qk_basis="svd"):
     """Mimetic init of every block's attention (after the default init, before torch.compile). init: mimetic
-    (both products) | qk (only W_Q, W_K) | vo (only W_V, W_proj) | default (none), the arms of Table 2, which
-    all draw the same noise; simple: Sec. 4's simplest technique (simple_init_) instead. qk_basis: below."""
-    if init not in INITS:
-        raise ValueError(f"unknown init {init!r}: use one of {', '.join(INITS)}")
+    (both products) | qk (only W_Q, W_K) | vo (only W_V, W_proj) | default (none): Table 2's arms, which all
+    draw the same noise; simple: Sec. 4's simplest technique (simple_init_). qk_basis: random_qk_basis_ (tail)."""
     if init == "default":
         return
     # the SVDs on one thread: the same bits whatever the thread count (at width 384 two threads change the
@@ -352,32 +333,17 @@ def init_attention_(model, init, alpha1, beta1, alpha2, beta2, vo_sign=-1, gener
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        for block in model.blocks:
+        for attn in (block.attn for block in model.blocks):
             if init == "simple":
-                simple_init_(block.attn.qkv.weight, block.attn.proj.weight, block.attn.heads, generator)
-                continue
-            mimetic_init_(block.attn.qkv.weight, block.attn.proj.weight, block.attn.heads, alpha1, beta1, alpha2,
-                          beta2, generator, vo_sign, init_qk=init != "vo", init_vo=init != "qk")
+                simple_init_(attn.qkv.weight, attn.proj.weight, attn.heads, generator)
+            else:
+                mimetic_init_(attn.qkv.weight, attn.proj.weight, attn.heads, alpha1, beta1, alpha2, beta2, generator,
+                              vo_sign, init_qk=init != "vo", init_vo=init != "qk")
     finally:
         torch.set_num_threads(threads)
     if qk_basis == "random":  # after every block's draws, so W_V W_proj are those of qk_basis=svd
         for block in model.blocks:
             random_qk_basis_(block.attn.qkv.weight, block.attn.heads, beta1, generator)
-
-
-@torch.no_grad()
-def random_qk_basis_(qkv_weight, num_heads, beta1, generator=None):
-    """qk_basis=random, for a1 = 0 (our choice): eqs 5-7 with a1 = 0 take the SVD of b1 I, which any orthonormal
-    basis satisfies. Here each head gets its own random one, Q_h (d x k, QR of a Gaussian), and W_Q = W_K =
-    sqrt(b1) Q_h: W_Q W_K^T = b1 Q_h Q_h^T, as close to b1 I as the literal b1 I[:, :k] I[:, :k]^T (Eckart-Young),
-    but each head attends through different directions."""
-    d = qkv_weight.shape[1]
-    k = d // num_heads
-    dev = generator.device if generator is not None else torch.device("cpu")
-    for h in range(num_heads):
-        Q_h, _ = torch.linalg.qr(torch.randn(d, k, generator=generator, dtype=torch.float64, device=dev))
-        qkv_weight[h * k:(h + 1) * k] = math.sqrt(beta1) * Q_h.T          # q rows of head h hold W_Q^T
-        qkv_weight[d + h * k:d + (h + 1) * k] = math.sqrt(beta1) * Q_h.T  # k rows: W_K = W_Q
 
 
 # -----------------------------------------------------------------------------------------------
@@ -399,11 +365,7 @@ def load_dataset(name, root):
     paths = [os.path.join(root, folder, pattern.format(s)) for s in SPLITS]
     if not all(os.path.exists(p) for p in paths):
         download(name, os.path.join(root, folder))
-    texts = {}
-    for split, path in zip(SPLITS, paths):
-        with open(path, encoding="utf-8") as f:
-            texts[split] = f.read()
-    vocab, ids = tokenize(texts, level)
+    vocab, ids = tokenize({s: Path(p).read_text(encoding="utf-8") for s, p in zip(SPLITS, paths)}, level)
     print(f"data: {name} ({level} level) | vocabulary {len(vocab):,} | "
           + " | ".join(f"{s} {len(ids[s]):,} tokens" for s in SPLITS))
     return vocab, ids
@@ -418,12 +380,10 @@ def tokenize(texts, level):
         the word-level file as one string with every "\\n" replaced by "<eos>", split into single
         characters, so "<eos>" is the five characters < e o s >; the vocabulary is the characters in
         order of first appearance over train + " " + valid + " " + test. (Mikolov's ptb.char.* files,
-        words spelt out with "_" between them, are the other common character-level PTB; not used here.)
-    """
+        words spelt out with "_" between them, are the other common character-level PTB; not used here.)"""
     if level == "char":
-        strings = {s: t.replace("\n", "<eos>") for s, t in texts.items()}
-        streams = {s: list(t) for s, t in strings.items()}
-        vocab = list(dict.fromkeys(" ".join(strings[s] for s in SPLITS)))
+        streams = {s: t.replace("\n", "<eos>") for s, t in texts.items()}  # strings: read character by character
+        vocab = list(dict.fromkeys(" ".join(streams[s] for s in SPLITS)))
     else:
         lines = {s: t.split("\n")[:-1] if t.endswith("\n") else t.split("\n") for s, t in texts.items()}
         streams = {s: [w for line in ls for w in line.split() + ["<eos>"]] for s, ls in lines.items()}
@@ -462,8 +422,7 @@ def evaluate(model, data, seq_len, stride, batch, amp, rank=0, world=1):
     tokens; each chunk is scored in a window of up to seq_len inputs ending just before its last token,
     so every scored token sees at least seq_len - stride earlier tokens (all of them near the start).
     stride = seq_len gives contiguous, non-overlapping segments. Under DDP each rank takes every world-th
-    window and the sums are all-reduced. Returns the token-weighted mean loss in nats.
-    """
+    window and the sums are all-reduced. Returns the token-weighted mean loss in nats."""
     model.eval()
     data = data.to(next(model.parameters()).device)
     n = len(data)
@@ -520,13 +479,10 @@ def forward_backward(net, x, y, amp):
 
 
 def make_optimizer(model, lr, weight_decay, dev):
-    """AdamW; weight decay on matrices only (our choice, as nanoGPT); parameters() lists the tied embedding
-    once."""
-    decay = [p for p in model.parameters() if p.dim() >= 2]
-    no_decay = [p for p in model.parameters() if p.dim() < 2]
-    return torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay},
-                              {"params": no_decay, "weight_decay": 0.0}], lr=lr, betas=(0.9, 0.999),
-                             fused=dev.type == "cuda")
+    """AdamW; weight decay on matrices only (our choice, as nanoGPT), the tied embedding counted once."""
+    groups = [{"params": [p for p in model.parameters() if p.dim() >= 2], "weight_decay": weight_decay},
+              {"params": [p for p in model.parameters() if p.dim() < 2], "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.999), fused=dev.type == "cuda")
 
 
 def train(model, data, cfg, dev, amp, ckpt=None, rank=0, world=1):
@@ -548,13 +504,13 @@ def train(model, data, cfg, dev, amp, ckpt=None, rank=0, world=1):
     if world > 1:
         net = nn.parallel.DistributedDataParallel(net, device_ids=[dev.index] if dev.type == "cuda" else None)
     step = len(s["history"]) * steps
-    progress = Progress(cfg.epochs * steps, steps, cfg.batch_size * cfg.seq_len, step, dev)
+    peek = torch.Generator().set_state(gen.get_state())  # a copy: the first batch, the data order left alone
+    progress = Progress(cfg.epochs * steps, cfg.batch_size * cfg.seq_len, step)
+    progress.estimate(model, *next(batches(train_ids, cfg.seq_len, cfg.batch_size, peek, rank, world)), amp, steps)
     for epoch in range(len(s["history"]) + 1, cfg.epochs + 1):
         t0 = time.perf_counter()
         losses = torch.zeros(steps, device=dev)  # this epoch's losses, read only at log lines
         for i, (x, y) in enumerate(batches(train_ids, cfg.seq_len, cfg.batch_size, gen, rank, world)):
-            if progress.first:  # time a slice of this batch, so that the first estimate comes within seconds
-                progress.probe(lambda n: forward_backward(model, x[:n], y[:n], amp), len(x), model)
             lr = get_lr(step, warmup, cfg.lr, s["lr_scale"])
             for group in opt.param_groups:
                 group["lr"] = lr
@@ -569,7 +525,7 @@ def train(model, data, cfg, dev, amp, ckpt=None, rank=0, world=1):
             if step % cfg.log_interval == 0 or i == steps - 1:  # loss: the last log_interval steps
                 recent = mean_over_ranks(losses[max(0, i + 1 - cfg.log_interval):i + 1], world)
                 progress.print(f"step {step}/{cfg.epochs * steps} | epoch {epoch} | loss {recent:.4f} | "
-                               f"{'%s %.3f' % metric(recent, level)} | lr {lr:.1e}", step)
+                               f"{'%s %.3f' % metric(recent, level)} | lr {lr:.1e}" + progress.speed(step))
         val_loss = evaluate(model, ids["valid"], cfg.seq_len, cfg.eval_stride, cfg.eval_batch_size, amp, rank, world)
         if not math.isfinite(val_loss):  # never checkpoint weights that evaluate to NaN
             raise SystemExit(f"error: the validation loss is not finite (epoch {epoch}); stopping. The last good "
@@ -591,52 +547,8 @@ def train(model, data, cfg, dev, amp, ckpt=None, rank=0, world=1):
     return s["history"]
 
 
-def mean_over_ranks(losses, world):
-    """The mean of this rank's losses, averaged over the processes (every rank has as many)."""
-    mean = losses.mean()
-    if world > 1:
-        dist.all_reduce(mean)
-    return mean.item() / world
-
-
-def restore(ckpt, opt, gen, dev, rank):
-    """The optimizer, the data order, this rank's dropout stream and the schedule's state (returned) from a
-    checkpoint, so that a resumed run continues bit for bit."""
-    opt.load_state_dict(ckpt["optimizer"])
-    gen.set_state(ckpt["data_rng"])
-    cpu_rng, cuda_rng = ckpt["rng"][rank]
-    torch.set_rng_state(cpu_rng)
-    if cuda_rng is not None and dev.type == "cuda":
-        torch.cuda.set_rng_state(cuda_rng, dev)
-    return {k: ckpt[k] for k in ("history", "elapsed", "lr_scale", "best_val")}
-
-
-def save_checkpoints(model, opt, gen, s, cfg, vocab, improved, dev, rank, world):
-    """ckpt.pt after every epoch (the uncompiled model, optimizer, schedule, config, and every rank's RNG state
-    so that a resumed run continues each dropout stream); best.pt (weights, config, vocabulary) when the
-    validation loss improved. Rank 0 writes."""
-    rng = [(torch.get_rng_state(), torch.cuda.get_rng_state(dev) if dev.type == "cuda" else None)] * world
-    if world > 1:
-        dist.all_gather_object(rng, rng[0])
-    state = {"model": model.state_dict(), "epoch": s["history"][-1]["epoch"], "config": vars(cfg)}
-    if rank == 0:
-        os.makedirs(cfg.out_dir, exist_ok=True)
-        if improved:
-            save_atomic({**state, "val_loss": s["best_val"], "vocab": vocab}, os.path.join(cfg.out_dir, "best.pt"))
-        save_atomic({**state, **s, "optimizer": opt.state_dict(), "data_rng": gen.get_state(), "rng": rng},
-                    os.path.join(cfg.out_dir, "ckpt.pt"))
-    if world > 1:
-        dist.barrier()  # best.pt is written before any rank reads it
-
-
 # -----------------------------------------------------------------------------------------------
 # main
-
-def model_config(cfg, vocab_size):
-    return LMConfig(vocab_size=vocab_size, block_size=cfg.seq_len, width=cfg.width, depth=cfg.depth,
-                    heads=cfg.heads, mlp_ratio=cfg.mlp_ratio, dropout=cfg.dropout, emb_dropout=cfg.emb_dropout,
-                    word_dropout=cfg.word_dropout, pos_scale=cfg.pos_scale, small_emb=cfg.small_emb)
-
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
@@ -686,8 +598,9 @@ def main(argv=None):
 
 
 # ===============================================================================================
-# helpers: config parsing and --help, checkpoint files, devices and precision, downloads, progress
+# helpers: config parsing and --help, checkpoint files, devices, downloads, qk_basis=random, progress
 
+INITS = ("mimetic", "default", "qk", "vo", "simple")
 CHOICES = {"dataset": tuple(DATASETS), "init": INITS, "precision": ("auto", "bf16", "fp32"),
            "compile": ("auto", "true", "false"), "vo_sign": (-1, 1), "qk_basis": ("svd", "random")}
 BOOLS = {"true": True, "1": True, "false": False, "0": False}
@@ -731,6 +644,12 @@ def parse_config(argv):
     return cfg
 
 
+def model_config(cfg, vocab_size):
+    return LMConfig(vocab_size=vocab_size, block_size=cfg.seq_len, width=cfg.width, depth=cfg.depth,
+                    heads=cfg.heads, mlp_ratio=cfg.mlp_ratio, dropout=cfg.dropout, emb_dropout=cfg.emb_dropout,
+                    word_dropout=cfg.word_dropout, pos_scale=cfg.pos_scale, small_emb=cfg.small_emb)
+
+
 def open_run(cfg):
     """Before any work: a new run never replaces another run's files; --resume needs a checkpoint made with
     the same config (up to RESUME_FREE). Returns that checkpoint, or None for a new run."""
@@ -750,6 +669,36 @@ def open_run(cfg):
         raise SystemExit(f"error: checkpoint {path} is from another config ({'; '.join(diff)}): pass the same "
                          f"settings to resume, or another --out_dir to start afresh")
     return ckpt
+
+
+def restore(ckpt, opt, gen, dev, rank):
+    """The optimizer, the data order, this rank's dropout stream and the schedule's state (returned) from a
+    checkpoint, so that a resumed run continues bit for bit."""
+    opt.load_state_dict(ckpt["optimizer"])
+    gen.set_state(ckpt["data_rng"])
+    cpu_rng, cuda_rng = ckpt["rng"][rank]
+    torch.set_rng_state(cpu_rng)
+    if cuda_rng is not None and dev.type == "cuda":
+        torch.cuda.set_rng_state(cuda_rng, dev)
+    return {k: ckpt[k] for k in ("history", "elapsed", "lr_scale", "best_val")}
+
+
+def save_checkpoints(model, opt, gen, s, cfg, vocab, improved, dev, rank, world):
+    """ckpt.pt after every epoch (the uncompiled model, optimizer, schedule, config, and every rank's RNG state
+    so that a resumed run continues each dropout stream); best.pt (weights, config, vocabulary) when the
+    validation loss improved. Rank 0 writes."""
+    rng = [(torch.get_rng_state(), torch.cuda.get_rng_state(dev) if dev.type == "cuda" else None)] * world
+    if world > 1:
+        dist.all_gather_object(rng, rng[0])
+    state = {"model": model.state_dict(), "epoch": s["history"][-1]["epoch"], "config": vars(cfg)}
+    if rank == 0:
+        os.makedirs(cfg.out_dir, exist_ok=True)
+        if improved:
+            save_atomic({**state, "val_loss": s["best_val"], "vocab": vocab}, os.path.join(cfg.out_dir, "best.pt"))
+        save_atomic({**state, **s, "optimizer": opt.state_dict(), "data_rng": gen.get_state(), "rng": rng},
+                    os.path.join(cfg.out_dir, "ckpt.pt"))
+    if world > 1:
+        dist.barrier()  # best.pt is written before any rank reads it
 
 
 def save_atomic(obj, path):
@@ -780,6 +729,14 @@ def setup_distributed(device):
     return dist.get_rank(), world, dev
 
 
+def mean_over_ranks(losses, world):
+    """The mean of this rank's losses, averaged over the processes (every rank has as many)."""
+    mean = losses.mean()
+    if world > 1:
+        dist.all_reduce(mean)
+    return mean.item() / world
+
+
 def autocast_for(dev, precision):
     """(autocast context, name) for --precision: bf16 autocast, or fp32 without autocast; auto = bf16 on CUDA."""
     if dev.type == "cuda":
@@ -792,10 +749,8 @@ def autocast_for(dev, precision):
 def hardware(dev):
     if dev.type == "cuda":
         return f"{torch.cuda.get_device_name(dev)}, torch {torch.__version__}"
-    name = platform.processor() or platform.machine()
-    if os.path.exists("/proc/cpuinfo"):
-        with open("/proc/cpuinfo") as f:
-            name = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), name)
+    info = Path("/proc/cpuinfo").read_text().splitlines() if os.path.exists("/proc/cpuinfo") else []  # Linux
+    name = next((line.split(":", 1)[1].strip() for line in info if line.startswith("model name")), platform.machine())
     return f"{dev.type.upper()} {name} x{os.cpu_count()} threads {torch.get_num_threads()}, torch {torch.__version__}"
 
 
@@ -834,78 +789,83 @@ def download(name, base):
         os.remove(tmp + ".zip")
 
 
-# progress: what a run costs, said within seconds and kept current (the defaults are days on a CPU)
+@torch.no_grad()
+def random_qk_basis_(qkv_weight, num_heads, beta1, generator=None):
+    """qk_basis=random, for a1 = 0 (our choice): eqs 5-7 with a1 = 0 take the SVD of b1 I, which any orthonormal
+    basis satisfies. Here each head gets its own random one, Q_h (d x k, QR of a Gaussian), and W_Q = W_K =
+    sqrt(b1) Q_h: W_Q W_K^T = b1 Q_h Q_h^T, as close to b1 I as the literal b1 I[:, :k] I[:, :k]^T (Eckart-Young),
+    but each head attends through different directions."""
+    d = qkv_weight.shape[1]
+    k = d // num_heads
+    dev = generator.device if generator is not None else torch.device("cpu")
+    for h in range(num_heads):
+        Q_h, _ = torch.linalg.qr(torch.randn(d, k, generator=generator, dtype=torch.float64, device=dev))
+        qkv_weight[h * k:(h + 1) * k] = math.sqrt(beta1) * Q_h.T          # q rows of head h hold W_Q^T
+        qkv_weight[d + h * k:d + (h + 1) * k] = math.sqrt(beta1) * Q_h.T  # k rows: W_K = W_Q
+
+
+# progress: what a run costs, said within seconds and kept current (the defaults take days on a CPU)
 
 QUICK_RUN = ("python mimetic_lm.py --dataset=ptb_char --width=128 --depth=4 --heads=4 --seq_len=128 --eval_stride=128 "
              "--batch_size=32 --train_subset=500000 --epochs=2")
 
 
 class Progress:
-    """Speed and time left in tokens: a first estimate from forward and backward on a few sequences of the
-    first batch (doubled until it takes a second), then from the steps taken since, evaluation included. On
-    a terminal, one line rewritten in place between the log lines."""
+    """Speed and time left, in tokens: first estimated before step 1, then measured over the steps taken since,
+    evaluation included. On a terminal, one line rewritten in place between the log lines."""
 
-    def __init__(self, total_steps, steps_per_epoch, tokens_per_step, step, dev):
-        self.total, self.per_epoch, self.tokens, self.dev = total_steps, steps_per_epoch, tokens_per_step, dev
-        self.first, self.tty, self.shown = True, sys.stdout.isatty(), 0.0
-        self.start = (step, time.perf_counter())
+    def __init__(self, total_steps, tokens_per_step, step):
+        self.total, self.tokens, self.start = total_steps, tokens_per_step, (step, time.perf_counter())
+        self.tty, self.shown = sys.stdout.isatty(), 0.0
 
-    def probe(self, forward_backward, batch, model):
-        """forward_backward(n) runs the model on the first n of this process's batch sequences; dropout's
-        random numbers are drawn from a fork of the generators and the gradients dropped, so training is as
-        without the probe."""
-        with torch.random.fork_rng(devices=[] if self.dev.type == "cpu" else [self.dev], device_type=self.dev.type):
-            step_s, n = time_per_batch(forward_backward, batch)
-        model.zero_grad(set_to_none=True)
-        self.first, self.start = False, (self.start[0], time.perf_counter())
+    def estimate(self, model, x, y, amp, steps_per_epoch):
+        """Forward and backward timed on slices of the first batch (x, y); on a CPU, a long run gets a note."""
+        step_s, n = time_per_step(model, x, y, amp)
         left = step_s * (self.total - self.start[0])
-        print(f"estimate (forward and backward timed on up to {n} of the first batch's {batch} sequences): "
-              f"{self.tokens / step_s:.0f} tok/s, {eta(step_s * self.per_epoch)} per epoch, {eta(left)} for the run "
+        print(f"estimate (forward and backward timed on up to {n} of the first batch's {len(x)} sequences): "
+              f"{self.tokens / step_s:.0f} tok/s, {eta(step_s * steps_per_epoch)} per epoch, {eta(left)} for the run "
               f"(training only)")
-        if self.dev.type == "cpu" and left > 3600:
+        if x.device.type == "cpu" and left > 3600:
             print(f"note: over an hour on this CPU (the defaults are Sec. 7's GPU run); it goes on as asked. "
                   f"A CPU quick run takes about 15 minutes: {QUICK_RUN}")
+        self.start = (self.start[0], time.perf_counter())
 
-    def rate_and_left(self, step):
-        """(tokens per second, seconds left) from the steps taken since the probe."""
+    def speed(self, step):
+        """' | <tok/s> | <time> left', from the steps since the estimate."""
         step_s = (time.perf_counter() - self.start[1]) / max(step - self.start[0], 1)
-        return self.tokens / step_s, step_s * (self.total - step)
+        return f" | {self.tokens / step_s:.0f} tok/s | {eta(step_s * (self.total - step))} left"
 
-    def print(self, text, step=None):
-        if step is not None:
-            rate, left = self.rate_and_left(step)
-            text += f" | {rate:.0f} tok/s | {eta(left)} left"
+    def print(self, text):
         print(("\r\033[K" if self.tty else "") + text, flush=True)  # over the in-place line, if any
 
     def update(self, step, loss):
         if self.tty and time.perf_counter() - self.shown > 0.5:  # loss.item() waits for the device: not too often
             self.shown = time.perf_counter()
-            rate, left = self.rate_and_left(step)
-            sys.stdout.write(f"\rstep {step}/{self.total} | loss {loss.item():.4f} | {rate:.0f} tok/s | "
-                             f"{eta(left)} left\033[K")
-            sys.stdout.flush()
+            print(f"\rstep {step}/{self.total} | loss {loss.item():.4f}{self.speed(step)}\033[K", end="", flush=True)
 
 
-def time_per_batch(forward_backward, batch):
-    """(seconds for forward and backward of the whole batch, the largest slice timed). The slice doubles until
-    a call takes a second; a line through the last two timings (fixed costs + per item) extends it to the
-    batch: scaling one timing in proportion would count every op's fixed cost once per slice."""
+def time_per_step(model, x, y, amp):
+    """(seconds for forward and backward of the batch (x, y), the largest slice timed). The slice doubles from
+    len(x) / 32 until a call takes a second; the line through the last two timings (fixed costs + a cost per
+    sequence) extends to the batch: in proportion, every op's fixed cost would count once per slice. Dropout
+    draws from a fork of the random generators and the gradients are dropped, so training is as without it."""
     def seconds(n):
         t = time.perf_counter()
-        forward_backward(n).item()  # .item() waits for the device
+        forward_backward(model, x[:n], y[:n], amp).item()  # .item() waits for the device
         return time.perf_counter() - t
 
-    n = max(1, batch // 32)
-    forward_backward(n)  # once untimed: the first call pays one-time costs
-    points = [(n, seconds(n))]
-    while points[-1][1] < 1.0 and n < batch:
-        n = min(2 * n, batch)
-        points.append((n, seconds(n)))
-    if len(points) == 1 and n > 1:  # the first slice took a second already: time half of it too
-        points.insert(0, (n // 2, seconds(n // 2)))
-    (n0, t0), (n1, t1) = points[-2:] if len(points) > 1 else points * 2
-    per_item = max(t1 - t0, 0.0) / (n1 - n0) if n1 > n0 else t1 / n1
-    return t1 + per_item * (batch - n1), n1
+    with torch.random.fork_rng(devices=[] if x.device.type == "cpu" else [x.device], device_type=x.device.type):
+        n = max(1, len(x) // 32)
+        seconds(n)  # once untimed: the first call pays one-time costs
+        points = [(n, seconds(n))]
+        while points[-1][1] < 1.0 and n < len(x):
+            n = min(2 * n, len(x))
+            points.append((n, seconds(n)))
+        if len(points) == 1:  # the first slice took a second already: time half of it too (of one: in proportion)
+            points.insert(0, (n // 2, seconds(n // 2)) if n > 1 else (0, 0.0))
+    model.zero_grad(set_to_none=True)
+    (n0, t0), (n1, t1) = points[-2:]
+    return t1 + max(t1 - t0, 0.0) / (n1 - n0) * (len(x) - n1), n1
 
 
 def eta(s):

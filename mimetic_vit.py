@@ -11,11 +11,9 @@ Run (GPU, downloads CIFAR-10 into ./data, the paper's ViT-Tiny for 100 epochs, m
     python mimetic_vit.py --init=default             # the same model and pipeline without it
 CPU quick run, the laptop recipe (all 50,000 training images, 2 epochs; about 10 minutes per arm on one core):
     python mimetic_vit.py --width=96 --depth=4 --heads=3 --patch_size=4 --epochs=2 --batch_size=128
---help lists every key with its default and why; --plot=True writes Figs. 1-2 as PNGs; extras/ has the benchmark,
-Fig. 3, Table 4's SVHN and Tiny ImageNet rows, and Sec. 6's comparisons.
+--help lists every key with its default and why; --plot=True writes Figs. 1-2; extras/ has the side modes.
 Expected results (README.md links every number to its results file and log):
-  - paper, Table 1, ViT-Tiny, 100 epochs on CIFAR-10: 86.07% (default init) -> 90.78% (mimetic); ours on a GPU:
-    not yet measured.
+  - paper, Table 1, ViT-Tiny, 100 epochs: 86.07% (default init) -> 90.78% (mimetic); ours on a GPU: not yet run.
   - the laptop recipe (AMD EPYC, 1 thread per arm, fp32, CIFAR-10 JPEG copy), seeds 0-4: 44.93 +- 1.20% (default
     init) -> 48.92 +- 1.90% (mimetic), mean +- std; gap 3.99, standard error 1.04.
 """
@@ -28,6 +26,7 @@ import platform
 import shlex
 import sys
 import time
+from collections import OrderedDict
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass
 from types import SimpleNamespace
@@ -50,8 +49,7 @@ pos_emb = "sinusoidal"    # sinusoidal (Sec. 5.1) | learned (Table 2 "random pos
 pos_scale = 1.0           # g, multiplies the position embeddings (Fig. 4); 1 = standard (our choice)
 pos_trainable = True      # position embeddings are a parameter initialised as above (our choice, as timm)
 # init (Sec. 4; Sec. 5.1 uses a1 = b1 = 0.7, a2 = b2 = 0.4 for all vision experiments)
-init = "mimetic"          # mimetic | default | qk | vo (Table 2: "init only W_Q, W_K" / "only W_V, W_proj")
-                          # | simple (Sec. 4's "simplest technique", W_Q = W_K, W_V = -W_proj; Fig. 3)
+init = "mimetic"          # mimetic | default | qk, vo (Table 2: only W_Q, W_K / only W_V, W_proj) | simple (Sec. 4)
 alpha1 = 0.7              # a1: noise weight in W_Q W_K^T ~ a1 Z1 + b1 I (eq 1)
 beta1 = 0.7               # b1: identity weight in eq 1
 alpha2 = 0.4              # a2: noise weight in W_V W_proj ~ a2 Z2 - b2 I (eq 2)
@@ -64,8 +62,7 @@ image_size = 0            # resize to this side before patching (Table 7: 32 to 
 train_subset = 0          # use only the first N training images (0 = all)
 ra_n = 2                  # RandAugment: ops per image (torchvision's default; the paper gives none)
 ra_m = 9                  # RandAugment: magnitude, 0-30 of 31 bins (torchvision's default; our choice)
-ra_chunk = 8              # images that share one RandAugment draw of ops (our choice: torchvision's transform
-                          # draws once per call; 8 keeps the draws varied and the calls few)
+ra_chunk = 8              # images sharing one RandAugment draw of ops (torchvision draws once a call; our choice)
 cutout = 16               # Cutout square side in pixels (DeVries & Taylor 2017 for CIFAR-10; our choice)
 hflip = True              # random horizontal flip (standard for CIFAR; our choice, not in the paper)
 # optimisation (Sec. 5.1: batch 512, AdamW, lr 3e-3, weight decay 0.01, 100 epochs)
@@ -73,14 +70,12 @@ epochs = 100              # passes over the training set
 batch_size = 512          # images per step (Sec. 5.1)
 lr = 3e-3                 # peak learning rate
 weight_decay = 0.01       # applied to matrices only, not to biases, norms, tokens (our choice, as nanoGPT)
-warmup_frac = 0.05        # linear warmup over this fraction of steps, then cosine to 0 (our choice: the paper
-                          # gives no schedule; 0.05 = 5 of 100 epochs)
+warmup_frac = 0.05        # linear warmup over this fraction of steps, then cosine to 0 (our choice: none given)
 grad_clip = 1.0           # clip the global gradient norm (our choice; 0 = off)
 # system
 seed = 0                  # the default init, the mimetic noise, the data order and augmentation
 device = ""               # "" = cuda if available, else mps if available, else cpu
-precision = "auto"        # auto | bf16 | fp32. auto = bf16 autocast on CUDA, fp32 elsewhere (a CPU without
-                          # native bf16 emulates it, several times slower)
+precision = "auto"        # auto (bf16 autocast on CUDA, else fp32: most CPUs emulate bf16, slowly) | bf16 | fp32
 compile = "auto"          # torch.compile the model: auto (CUDA only; on CPU it does not pay) | true | false
 eval_batch_size = 1024    # test images per forward pass
 log_interval = 50         # steps between log lines
@@ -136,23 +131,14 @@ class Attention(nn.Module):
         return self.proj(rearrange(y, "b h n k -> b n (h k)"))
 
 
-class MLP(nn.Module):
-    def __init__(self, width, hidden):
-        super().__init__()
-        self.fc1 = nn.Linear(width, hidden)
-        self.fc2 = nn.Linear(hidden, width)
-
-    def forward(self, x):
-        return self.fc2(F.gelu(self.fc1(x)))
-
-
 class Block(nn.Module):
     def __init__(self, width, heads, mlp_ratio):
         super().__init__()
         self.norm1 = nn.LayerNorm(width)
         self.attn = Attention(width, heads)
         self.norm2 = nn.LayerNorm(width)
-        self.mlp = MLP(width, mlp_ratio * width)
+        self.mlp = nn.Sequential(OrderedDict(  # named, so that the state_dict keys are mlp.fc1.*, mlp.fc2.*
+            fc1=nn.Linear(width, mlp_ratio * width), gelu=nn.GELU(), fc2=nn.Linear(mlp_ratio * width, width)))
 
     def forward(self, x):
         x = x + self.attn(self.norm1(x))  # pre-norm, so attention sees X after LayerNorm (Sec. 4, eq 8)
@@ -300,9 +286,6 @@ def simple_init_(qkv_weight, proj_weight, num_heads, generator=None):
     proj_weight.copy_(-Z)                                      # W_proj = -Z
 
 
-INITS = ("mimetic", "default", "qk", "vo", "simple")
-
-
 @torch.no_grad()
 def init_attention_(model, init, alpha1, beta1, alpha2, beta2, vo_sign=-1, generator=None):
     """Every block's attention, after the default init and before torch.compile. init: mimetic (both products)
@@ -322,16 +305,6 @@ def init_attention_(model, init, alpha1, beta1, alpha2, beta2, vo_sign=-1, gener
                               generator, vo_sign, init_qk=init != "vo", init_vo=init != "qk")
     finally:
         torch.set_num_threads(threads)
-
-
-def build_model(cfg, model_cfg):
-    """The model with its default init (timm's, drawn from torch's RNG seeded with cfg.seed), then the
-    attention init (from its own generator), on the CPU and before any torch.compile."""
-    torch.manual_seed(cfg.seed)
-    model = ViT(model_cfg)
-    init_attention_(model, cfg.init, cfg.alpha1, cfg.beta1, cfg.alpha2, cfg.beta2, cfg.vo_sign,
-                    generator=torch.Generator().manual_seed(cfg.seed))
-    return model
 
 
 # -----------------------------------------------------------------------------------------------
@@ -361,11 +334,6 @@ def load_dataset(name, root):
         xs.append(torch.as_tensor(d["data"], dtype=torch.uint8).reshape(-1, 3, 32, 32))
         ys.append(torch.as_tensor(d[key], dtype=torch.long))
     return torch.cat(xs[:-1]), torch.cat(ys[:-1]), xs[-1], ys[-1]  # the last file is the test set
-
-
-def norm_stats(mean_std, dev):
-    """Per-channel (mean, std), as in MEAN_STD, -> two (1, 3, 1, 1) tensors on the device."""
-    return tuple(torch.tensor(v, device=dev).view(1, 3, 1, 1) for v in mean_std)
 
 
 def augment(x, gen, cfg, mean, std):
@@ -518,7 +486,11 @@ def main(argv=None):
     print("config: " + " ".join(f"{k}={v}" for k, v in vars(cfg).items()))
     ckpt = prepare_out_dir(cfg)  # the checkpoint to resume, or None; never another run's folder
 
-    model = build_model(cfg, model_config(cfg)).to(dev)
+    torch.manual_seed(cfg.seed)  # the default init (timm's), then the attention init from its own generator
+    model = ViT(model_config(cfg))
+    init_attention_(model, cfg.init, cfg.alpha1, cfg.beta1, cfg.alpha2, cfg.beta2, cfg.vo_sign,
+                    generator=torch.Generator().manual_seed(cfg.seed))
+    model.to(dev)  # the init ran on the CPU: the same weights on every device
     if ckpt is not None:
         model.load_state_dict(ckpt["model"])
     print(f"model: {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters, "
@@ -543,6 +515,7 @@ def main(argv=None):
 # ===============================================================================================
 # tail: helpers the paper does not need (arguments, checkpoints, device, download, figures, progress)
 
+INITS = ("mimetic", "default", "qk", "vo", "simple")
 CHOICES = {"init": INITS, "dataset": tuple(DATASETS), "pos_emb": ("sinusoidal", "learned"), "vo_sign": (-1, 1),
            "precision": ("auto", "bf16", "fp32"), "compile": ("auto", "true", "false")}
 RESUME_FREE = {"resume", "stop_epoch", "compile", "device", "eval_batch_size", "log_interval", "data_dir",
@@ -580,6 +553,21 @@ def parse_config(argv):
                          f"choose a patch size that divides it (e.g. 2, 4 or 8 for 32x32 images)")
     c.out_dir = c.out_dir or os.path.join("out", f"vit-{c.dataset}-{c.init}-seed{c.seed}")
     return c
+
+
+def build_model(cfg, model_cfg):
+    """The model as main() builds it, for the scripts in extras/: the default init (timm's, from torch's RNG
+    seeded with cfg.seed), then the attention init (from its own generator), on the CPU."""
+    torch.manual_seed(cfg.seed)
+    model = ViT(model_cfg)
+    init_attention_(model, cfg.init, cfg.alpha1, cfg.beta1, cfg.alpha2, cfg.beta2, cfg.vo_sign,
+                    generator=torch.Generator().manual_seed(cfg.seed))
+    return model
+
+
+def norm_stats(mean_std, dev):
+    """Per-channel (mean, std), as in MEAN_STD, -> two (1, 3, 1, 1) tensors on the device."""
+    return tuple(torch.tensor(v, device=dev).view(1, 3, 1, 1) for v in mean_std)
 
 
 def model_config(cfg):

@@ -61,7 +61,10 @@ sys.path.insert(0, ROOT)
 import mimetic_lm as lm  # noqa: E402
 import mimetic_vit as mv  # noqa: E402
 
-torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+# one thread, here and in the programs the tests start: the models are tiny, so a second thread only adds
+# synchronisation, and on busy cores (two training runs beside the suite) it made tiny steps 100x slower
+torch.set_num_threads(1)
+os.environ["OMP_NUM_THREADS"] = "1"
 SHARED_PTB = os.path.join(ROOT, "..", "shared", "data", "ptb")
 SHARED_WT2 = os.path.join(ROOT, "..", "shared", "data", "wikitext-2")
 

@@ -304,28 +304,11 @@ def mimetic_init_(qkv_weight, proj_weight, num_heads, alpha1=0.0, beta1=0.5, alp
 
 
 @torch.no_grad()
-def simple_init_(qkv_weight, proj_weight, num_heads, generator=None):
-    """Sec. 4's "simplest technique", in place, same weight layout and draw order as mimetic_init_:
-    per head W_Q^h = W_K^h = Z_h (d x k, N(0, 1/k) entries), so W_Q^h W_K^h^T = Z_h Z_h^T; and W_V = Z,
-    W_proj = -Z (d x d, N(0, 1/d)), so the layer applies W_V W_proj^T = -Z Z^T. Fig. 3: however Z is
-    scaled, noise and diagonal keep one ratio, which is why the paper uses mimetic_init_ instead."""
-    d = proj_weight.shape[0]
-    k = d // num_heads
-    dev = generator.device if generator is not None else torch.device("cpu")
-    for h in range(num_heads):
-        Z_h = torch.randn(d, k, generator=generator, dtype=torch.float64, device=dev) / math.sqrt(k)
-        qkv_weight[h * k:(h + 1) * k] = Z_h.T                  # q rows of head h hold W_Q^T
-        qkv_weight[d + h * k:d + (h + 1) * k] = Z_h.T          # k rows of head h hold W_K^T = W_Q^T
-    Z = torch.randn(d, d, generator=generator, dtype=torch.float64, device=dev) / math.sqrt(d)
-    qkv_weight[2 * d:] = Z.T                                   # v rows hold W_V^T
-    proj_weight.copy_(-Z)                                      # W_proj = -Z
-
-
-@torch.no_grad()
 def init_attention_(model, init, alpha1, beta1, alpha2, beta2, vo_sign=-1, generator=None, qk_basis="svd"):
     """Mimetic init of every block's attention (after the default init, before torch.compile). init: mimetic
     (both products) | qk (only W_Q, W_K) | vo (only W_V, W_proj) | default (none): Table 2's arms, which all
-    draw the same noise; simple: Sec. 4's simplest technique (simple_init_). qk_basis: random_qk_basis_ (tail)."""
+    draw the same noise; simple: Sec. 4's simplest technique (simple_init_); qk_basis: random_qk_basis_ (both
+    in the tail)."""
     if init == "default":
         return
     # the SVDs on one thread: the same bits whatever the thread count (at width 384 two threads change the
@@ -599,6 +582,26 @@ def main(argv=None):
 
 # ===============================================================================================
 # helpers: config parsing and --help, checkpoint files, devices, downloads, qk_basis=random, progress
+
+# Sec. 4's "simplest technique" (--init=simple; Fig. 3, extras/fig3.py): the construction the paper
+# sets aside for mimetic_init_, kept as an ablation
+@torch.no_grad()
+def simple_init_(qkv_weight, proj_weight, num_heads, generator=None):
+    """Sec. 4's "simplest technique", in place, same weight layout and draw order as mimetic_init_:
+    per head W_Q^h = W_K^h = Z_h (d x k, N(0, 1/k) entries), so W_Q^h W_K^h^T = Z_h Z_h^T; and W_V = Z,
+    W_proj = -Z (d x d, N(0, 1/d)), so the layer applies W_V W_proj^T = -Z Z^T. Fig. 3: however Z is
+    scaled, noise and diagonal keep one ratio, which is why the paper uses mimetic_init_ instead."""
+    d = proj_weight.shape[0]
+    k = d // num_heads
+    dev = generator.device if generator is not None else torch.device("cpu")
+    for h in range(num_heads):
+        Z_h = torch.randn(d, k, generator=generator, dtype=torch.float64, device=dev) / math.sqrt(k)
+        qkv_weight[h * k:(h + 1) * k] = Z_h.T                  # q rows of head h hold W_Q^T
+        qkv_weight[d + h * k:d + (h + 1) * k] = Z_h.T          # k rows of head h hold W_K^T = W_Q^T
+    Z = torch.randn(d, d, generator=generator, dtype=torch.float64, device=dev) / math.sqrt(d)
+    qkv_weight[2 * d:] = Z.T                                   # v rows hold W_V^T
+    proj_weight.copy_(-Z)                                      # W_proj = -Z
+
 
 INITS = ("mimetic", "default", "qk", "vo", "simple")
 CHOICES = {"dataset": tuple(DATASETS), "init": INITS, "precision": ("auto", "bf16", "fp32"),

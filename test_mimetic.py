@@ -1976,6 +1976,95 @@ def test_compare_arms_train_and_resume_exactly(arm, tmp_path, monkeypatch):
     assert math.isfinite(whole["history"][-1]["test_loss"])
 
 
+def test_compare_conv_bias_fresh_layer_finite_scale_and_the_softmax_arms_output():
+    """A fresh C layer: gamma = 1 and kernel entries N(0, 1/kernel^2), both learnable (the module docstring).
+    Eq 14 at a finite scale: with q = k = 0 every score is 0, so with the kernel's centre log(16) a patch gives
+    its own token 16 / (16 + 16) = 1/2 and each of the 16 others 1/32; the class token (no bias) 1/17 each.
+    conv_softmax's output is the program's attention plus Softmax(gamma C) v through proj, class token 0."""
+    g = torch.Generator().manual_seed(0)
+    fresh = compare.ConvBiasAttention(mv.Attention(64, 64), 8, 5, "out", g)  # 64 heads x 25 = 1,600 draws
+    assert fresh.gamma.item() == 1.0 and fresh.gamma.requires_grad and fresh.kernel.requires_grad
+    assert abs(fresh.kernel.std().item() - 1 / 5) < 0.02  # the std's SE ~ 0.0035
+    torch.manual_seed(0)
+    plain, x = mv.Attention(12, 3), torch.randn(2, 17, 12)
+    layer = compare.ConvBiasAttention(plain, 4, 3, "in", g)
+    with torch.no_grad():
+        plain.qkv.weight[:24].zero_()
+        plain.qkv.bias[:24].zero_()  # q = k = 0
+        layer.kernel.zero_()
+        layer.kernel[:, 4] = math.log(16)
+        A = torch.full((17, 17), 1 / 32)
+        A[range(1, 17), range(1, 17)] = 0.5
+        A[0] = 1 / 17
+        v = rearrange(plain.qkv(x), "b n (three h k) -> three b h n k", three=3, h=3)[2]
+        assert torch.allclose(layer(x), plain.proj(rearrange(A @ v, "b h n k -> b n (h k)")), atol=1e-5)
+        torch.manual_seed(1)
+        plain = mv.Attention(12, 3)
+        sm = compare.ConvBiasAttention(plain, 4, 3, "softmax", g)
+        sm.gamma.fill_(2.0)
+        v = rearrange(plain.qkv(x), "b n (three h k) -> three b h n k", three=3, h=3)[2]
+        Cs = F.pad(torch.softmax(2.0 * sm.conv_matrix(), dim=-1), (1, 0, 1, 0))  # class token row, column 0
+        shift = rearrange(Cs @ v, "b h n k -> b n (h k)") @ plain.proj.weight.T
+        assert torch.allclose(sm(x), plain(x) + shift, atol=1e-5)
+
+
+def test_compare_layerscale_at_a_value_between_0_and_1():
+    """D = 0.3: eq 9 is x + 0.3 SelfAttn(norm(x)), eq 13 is 0.3 x + SelfAttn(norm(x)), each then the MLP."""
+    model = small_vit(init="qk", width=32, heads=2)
+    block, x = model.blocks[0], torch.randn(2, 5, 32)
+    mlp = lambda h: h + block.mlp(block.norm2(h))  # noqa: E731
+    with torch.no_grad():
+        a = block.attn(block.norm1(x))
+        assert torch.allclose(compare.LayerScaleBlock(block, 0.3, on_skip=False)(x), mlp(x + 0.3 * a), atol=1e-6)
+        assert torch.allclose(compare.LayerScaleBlock(block, 0.3, on_skip=True)(x), mlp(0.3 * x + a), atol=1e-6)
+
+
+def test_compare_each_arms_init_is_the_papers():
+    """Table 5: both LayerScales keep the W_Q W_K^T init (qk); ZerO, T-Fixup and C start from the default;
+    Fig. 6 compares mimetic (and --init=default) on subsets."""
+    papers = {"zero": "default", "tfixup": "default", "layerscale": "qk", "layerscale_ours": "qk",
+              "conv_in": "default", "conv_out": "default", "conv_softmax": "default", "subset": "mimetic"}
+    assert {arm: compare.parse([f"--compare={arm}"]).init for arm in papers} == papers
+
+
+def test_compare_arm_draws_and_subset_follow_the_seed_and_keep_labels(tmp_path, monkeypatch):
+    """--seed changes T-Fixup's and C's draws (on the same base model) and the Fig. 6 subset that main trains on;
+    the images main trains on carry their own labels, 10 of each class."""
+    base = ["--width=32", "--heads=2", "--depth=2", "--patch_size=4"]
+    for arm, get in (("tfixup", lambda m: m.blocks[0].mlp.fc1.weight), ("conv_out", lambda m: m.blocks[0].attn.kernel)):
+        a, b = (get(compare.apply_comparison(small_vit(init="default", width=32, heads=2),
+                                             compare.parse([f"--compare={arm}", f"--seed={s}", *base])))
+                for s in (0, 1))
+        assert not torch.equal(a, b), arm
+    write_cifar(tmp_path, n_per_batch=64)  # 320 training images
+    monkeypatch.chdir(tmp_path)
+    full_x, full_y = mv.load_dataset("cifar10", str(tmp_path))[:2]
+    seen = []
+    monkeypatch.setattr(compare.mv, "train", lambda model, data, *a: seen.append(data[:2]))  # returns None: stop
+    picked = []
+    for seed in (0, 1):
+        compare.main(["--compare=subset", "--subset_size=100", *TINY, f"--seed={seed}", f"--data_dir={tmp_path}",
+                      f"--out_dir=s{seed}"])
+        xs, ys = (t.cpu() for t in seen[-1])
+        idx = torch.tensor([(full_x == img).flatten(1).all(1).nonzero().item() for img in xs])
+        assert torch.equal(full_y[idx], ys) and torch.bincount(ys, minlength=10).tolist() == [10] * 10
+        picked.append(idx)
+    assert not torch.equal(picked[0], picked[1])
+
+
+def test_compare_zero_init_zeroes_the_attention_biases():
+    """ZerO sets the attention biases to 0 whatever they were (here 0.1): the branch is silent."""
+    model = small_vit(width=32, heads=2)
+    with torch.no_grad():
+        for block in model.blocks:
+            block.attn.qkv.bias.fill_(0.1)
+            block.attn.proj.bias.fill_(0.1)
+    compare.zero_init_(model)
+    for block in model.blocks:
+        assert not block.attn.qkv.bias.any() and not block.attn.proj.bias.any()
+        assert torch.equal(block.attn(torch.randn(2, 5, 32)), torch.zeros(2, 5, 32))
+
+
 def test_init_is_the_same_bits_whatever_the_thread_count():
     """The SVDs run on one thread (and the caller's count comes back): at width 384, two threads would change
     the last bits of W_V W_proj and so a seeded run's weights would depend on OMP_NUM_THREADS."""
@@ -2148,3 +2237,4 @@ def test_readme_laptop_tables_are_made_from_the_results_files():
     assert not missing, f"README.md lacks {len(missing)} lines of the tables, the first: {missing[0]}"
     links = re.findall(r"\]\((results/[^)]+)\)", out)
     assert len(links) >= 45 and all(os.path.isfile(os.path.join(ROOT, p)) for p in links)
+

@@ -41,7 +41,8 @@ Choices the paper leaves open, ours marked:
     one learnable kernel per head, N(0, 1/kernel^2) entries, and gamma a learnable scalar starting at 1 (our
     choices); the class token's row and column of C are 0, so it attends as plain attention does (our choice).
     The scores keep the program's 1/sqrt(k). C' = Softmax(gamma C) is taken over each row of patches (so it is
-    still circulant and sums to 1 per row).
+    still circulant and sums to 1 per row). The kernels, a (heads, kernel^2) matrix, take the program's weight
+    decay on matrices (0.01) and gamma none, as the program's grouping decides (our choice, left as it is).
   - Fig. 6: n / 10 images of each class, drawn with --seed (both arms of a seed see the same images); epochs
     scaled so that the optimizer takes the steps of --epochs over the whole training set.
 """

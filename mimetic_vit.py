@@ -424,7 +424,8 @@ def train(model, data, norm, cfg, dev, amp, ckpt=None):
         sums = torch.zeros(2, 3, device=dev)  # (this epoch, this log interval) x (loss * n, correct, n)
         for i in range(steps_per_epoch):
             idx = perm[i * cfg.batch_size:(i + 1) * cfg.batch_size]
-            xb, yb = resize(augment(train_x[idx], gen, cfg, *norm), model.config.image_size), train_y[idx]
+            xb = resize(augment(train_x[idx], gen, cfg, *norm), model.config.image_size)
+            yb = train_y[idx]
             if progress.first:  # time a slice of this batch, so that the first estimate comes within seconds
                 progress.probe(lambda n: forward_backward(model, xb[:n], yb[:n], amp)[0], model)
             lr = get_lr(step, total_steps, warmup_steps, cfg.lr)

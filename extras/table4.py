@@ -176,7 +176,7 @@ def main(argv=None):
         raise SystemExit(f"error: {len(data[0])} training images but batch_size {cfg.batch_size}: lower --batch_size")
     norm = mv.norm_stats((mean, std), dev)
     if cfg.plot:  # Figs. 1-2 for 64 test images, as mimetic_vit.py --plot=True
-        images = mv.resize((data[2][:64].float() / 255 - norm[0]) / norm[1], model.config.image_size)
+        images = mv.to_input(data[2][:64], *norm, model.config.image_size)
         return mv.save_figures(model.eval(), images, os.path.join(cfg.out_dir, "figures" if ckpt else "figures-init"))
     history = mv.train(model, data, norm, cfg, dev, amp, ckpt)
     if history is None:  # --stop_epoch

@@ -581,7 +581,7 @@ def main(argv=None):
 
 
 # ===============================================================================================
-# helpers: config parsing and --help, checkpoint files, devices, downloads, qk_basis=random, progress
+# helpers: simple_init_, config parsing and --help, checkpoint files, devices, downloads, qk_basis=random, progress
 
 # Sec. 4's "simplest technique" (--init=simple; Fig. 3, extras/fig3.py): the construction the paper
 # sets aside for mimetic_init_, kept as an ablation

@@ -646,8 +646,10 @@ def hardware(dev):
     """The GPU's name, or the CPU's model name (from /proc/cpuinfo where there is one), its cores and threads."""
     if dev.type == "cuda":
         return f"{torch.cuda.get_device_name(dev)}, torch {torch.__version__}"
-    info = open("/proc/cpuinfo").read().splitlines() if os.path.exists("/proc/cpuinfo") else []
-    name = next((line.split(":", 1)[1].strip() for line in info if line.startswith("model name")), platform.machine())
+    name = platform.machine()
+    if os.path.exists("/proc/cpuinfo"):
+        with open("/proc/cpuinfo") as f:
+            name = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), name)
     return f"{dev.type.upper()} {name} x{os.cpu_count()} threads {torch.get_num_threads()}, torch {torch.__version__}"
 
 

@@ -348,7 +348,18 @@ def load_dataset(name, root):
     paths = [os.path.join(root, folder, pattern.format(s)) for s in SPLITS]
     if not all(os.path.exists(p) for p in paths):
         download(name, os.path.join(root, folder))
-    vocab, ids = tokenize({s: Path(p).read_text(encoding="utf-8") for s, p in zip(SPLITS, paths)}, level)
+    texts = {}
+    for split, path in zip(SPLITS, paths):
+        try:
+            texts[split] = Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            raise SystemExit(f"error: {path} cannot be read as UTF-8 text ({e}): copy it again, or delete it "
+                             f"to download it afresh") from e
+    vocab, ids = tokenize(texts, level)
+    for split, path in zip(SPLITS, paths):  # evaluation scores every token after the first
+        if len(ids[split]) < 2:
+            raise SystemExit(f"error: {path} holds {len(ids[split])} tokens, too few for the {split} split: copy "
+                             f"it again, or delete it to download it afresh")
     print(f"data: {name} ({level} level) | vocabulary {len(vocab):,} | "
           + " | ".join(f"{s} {len(ids[s]):,} tokens" for s in SPLITS))
     return vocab, ids
@@ -558,7 +569,7 @@ def main(argv=None):
         return None
     # the final numbers come from the best-validation weights (as Bai et al.'s word_cnn; their char_cnn
     # tests the last epoch's model)
-    model.load_state_dict(torch.load(os.path.join(cfg.out_dir, "best.pt"), map_location=dev)["model"])
+    model.load_state_dict(load_checkpoint(os.path.join(cfg.out_dir, "best.pt"))["model"])
     level = DATASETS[cfg.dataset][2]
     name = metric(0.0, level)[0]
     val, test = (evaluate(model, ids[s], cfg.seq_len, cfg.eval_stride, cfg.eval_batch_size, amp, rank, world)
@@ -665,13 +676,23 @@ def open_run(cfg):
         return None
     if not os.path.exists(path):
         raise SystemExit(f"error: --resume=True but there is no checkpoint at {path}: check --out_dir")
-    ckpt = torch.load(path, map_location="cpu", weights_only=False)
+    ckpt = load_checkpoint(path)
+    load_checkpoint(os.path.join(cfg.out_dir, "best.pt"))  # read at the end for the final numbers: check it now
     diff = [f"{k}={v!r} there, {getattr(cfg, k)!r} here" for k, v in ckpt["config"].items()
             if k in config_keys and k not in RESUME_FREE and v != getattr(cfg, k)]
     if diff:
         raise SystemExit(f"error: checkpoint {path} is from another config ({'; '.join(diff)}): pass the same "
                          f"settings to resume, or another --out_dir to start afresh")
     return ckpt
+
+
+def load_checkpoint(path):
+    """A checkpoint file, on the CPU; one that is missing or cannot be read stops the run, naming the file."""
+    try:
+        return torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as e:  # missing, truncated or overwritten: torch and pickle raise many kinds
+        raise SystemExit(f"error: {path} is not a readable checkpoint ({type(e).__name__}: {e}): put back a good "
+                         f"copy, or start afresh with another --out_dir") from e
 
 
 def restore(ckpt, opt, gen, dev, rank):

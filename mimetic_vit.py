@@ -311,10 +311,18 @@ def load_dataset(name, root):
         download(name, root, base, missing)
     xs, ys = [], []
     for f in files:  # pickled dicts of (N, 3072) uint8 rows and labels, read here so that copies work (no md5)
-        with open(os.path.join(base, f), "rb") as fh:
-            d = pickle.load(fh, encoding="latin1")
-        xs.append(torch.as_tensor(d["data"], dtype=torch.uint8).reshape(-1, 3, 32, 32))
-        ys.append(torch.as_tensor(d[key], dtype=torch.long))
+        path = os.path.join(base, f)
+        try:
+            with open(path, "rb") as fh:
+                d = pickle.load(fh, encoding="latin1")
+            xs.append(torch.as_tensor(d["data"], dtype=torch.uint8).reshape(-1, 3, 32, 32))
+            ys.append(torch.as_tensor(d[key], dtype=torch.long))
+        except Exception as e:  # truncated, corrupt or another file: pickle raises many kinds
+            raise SystemExit(f"error: {path} is not a readable {name} batch ({type(e).__name__}: {e}): copy it "
+                             f"again, or delete {base}/ to download the dataset afresh") from e
+        if len(ys[-1]) == 0 or len(ys[-1]) != len(xs[-1]):
+            raise SystemExit(f"error: {path} holds {len(xs[-1])} images and {len(ys[-1])} labels: copy it "
+                             f"again, or delete {base}/ to download the dataset afresh")
     return torch.cat(xs[:-1]), torch.cat(ys[:-1]), xs[-1], ys[-1]  # the last file is the test set
 
 
@@ -437,7 +445,7 @@ def train(model, data, norm, cfg, dev, amp, ckpt=None):
             opt.step()
             opt.zero_grad(set_to_none=True)
             step += 1
-            sums += torch.stack([loss.detach() * len(yb), (logits.argmax(-1) == yb).sum(), torch.tensor(len(yb))])
+            sums += torch.stack([loss.detach() * len(yb), (logits.argmax(-1) == yb).sum(), torch.tensor(len(yb), device=dev)])
             progress.update(step, loss)  # on a terminal only: one line, rewritten in place
             if step % cfg.log_interval == 0 or i == steps_per_epoch - 1:
                 loss_sum, hits, n = sums[1].tolist()  # the only wait for the device between log lines
@@ -588,11 +596,10 @@ def prepare_out_dir(cfg):
         raise SystemExit(f"error: {cfg.out_dir} already holds {', '.join(found)} of another run: continue it with "
                          f"--resume=True, or pass another --out_dir (or delete the folder to start afresh)")
     if not cfg.resume:
-        os.makedirs(cfg.out_dir, exist_ok=True)
-        return None
+        return None  # the folder is made by the first checkpoint: a run that fails before it leaves nothing
     if not os.path.exists(path):
         raise SystemExit(f"error: --resume=True but there is no checkpoint at {path}: check --out_dir")
-    ckpt = torch.load(path, map_location="cpu", weights_only=False)
+    ckpt = load_checkpoint(path)
     diff = [f"{k}={v!r} there, {getattr(cfg, k, None)!r} here" for k, v in ckpt["config"].items()
             if k not in RESUME_FREE and v != getattr(cfg, k, None)]
     if diff:
@@ -605,9 +612,19 @@ def save_checkpoint(model, opt, gen, history, cfg):
     """<out_dir>/ckpt.pt: the uncompiled model, optimizer, history, both random streams and the config. Atomic:
     a temp file, then a rename, so a crash or Ctrl-C leaves the old file or the new one."""
     path = os.path.join(cfg.out_dir, "ckpt.pt")
+    os.makedirs(cfg.out_dir, exist_ok=True)
     torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "history": history,
                 "data_rng": gen.get_state(), "cpu_rng": torch.get_rng_state(), "config": vars(cfg)}, path + ".tmp")
     os.replace(path + ".tmp", path)
+
+
+def load_checkpoint(path):
+    """A checkpoint file, on the CPU; one that cannot be read stops the run, naming the file."""
+    try:
+        return torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as e:  # truncated or overwritten: torch and pickle raise many kinds
+        raise SystemExit(f"error: {path} is not a readable checkpoint ({type(e).__name__}: {e}): put back a good "
+                         f"copy, or start afresh with another --out_dir") from e
 
 
 def restore(ckpt, opt, gen):

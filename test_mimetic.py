@@ -1548,6 +1548,242 @@ def test_lm_importing_does_nothing(tmp_path, monkeypatch, capsys):
 
 
 # ==================================================================================================
+# the training device: a stand-in for the GPU on every machine, and the GPU itself where there is one
+
+
+class StandIn(torch.overrides.TorchFunctionMode):
+    """Stands in for a GPU: run a program with --device=meta inside this mode. torch's meta device checks
+    devices as CUDA does (a CPU tensor in device work raises "Tensor on device cpu is not on the expected
+    device meta!") but holds no data, so the host reads of a device tensor (.item(), .tolist(), .cpu(),
+    bool(), ...) are answered with ones here, and counted: each appends its name to `events`, as every
+    printed line of the module `watch` appends ("line", text)."""
+    READS = {torch.Tensor.item, torch.Tensor.tolist, torch.Tensor.cpu, torch.Tensor.numpy, torch.Tensor.__bool__,
+             torch.Tensor.__float__, torch.Tensor.__int__, torch.Tensor.__index__}
+
+    def __init__(self, monkeypatch=None, watch=()):
+        super().__init__()
+        self.events = []
+        for module in watch:  # the module's print, seen through its globals
+            monkeypatch.setattr(module, "print", self.line, raising=False)
+
+    def line(self, *args, **kwargs):
+        self.events.append(("line", " ".join(map(str, args))))
+        print(*args, **kwargs)
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if func in self.READS and isinstance(args[0], torch.Tensor) and args[0].is_meta:
+            self.events.append(func.__name__)
+            x = args[0]
+            if func is torch.Tensor.tolist:
+                return torch.ones(x.shape).tolist()
+            if func in (torch.Tensor.cpu, torch.Tensor.numpy):
+                ones = torch.ones(x.shape, dtype=x.dtype)
+                return ones if func is torch.Tensor.cpu else ones.numpy()
+            return True if func is torch.Tensor.__bool__ else 1
+        return func(*args, **(kwargs or {}))
+
+    def reads_between_step_lines(self):
+        """For each log line 'step N/...' after the first of its epoch: the host reads since the line before."""
+        counts, reads, previous = [], 0, None
+        for event in self.events:
+            if event[0] != "line":
+                reads += 1
+                continue
+            text = event[1]
+            if text.startswith("step ") and previous is not None and previous.startswith("step "):
+                counts.append(reads)
+            previous, reads = text, 0
+        return counts
+
+
+def test_vit_trains_on_a_stand_in_device(tmp_path, monkeypatch):
+    """The GPU path without a GPU: every tensor that train() puts on the device is on the stand-in, so a CPU
+    tensor mixed into device work fails here as on CUDA (the first step did, at `torch.tensor(len(yb))`). A
+    run stopped after epoch 1, resumed, evaluated and checkpointed; off a terminal, the only host read
+    between two log lines is the log line's own (one .tolist()), none per step."""
+    write_cifar(tmp_path)
+    args = TINY + ["--epochs=2", "--device=meta", "--log_interval=2", "--ra_n=2", f"--data_dir={tmp_path}",
+                   f"--out_dir={tmp_path / 'run'}"]
+    with StandIn(monkeypatch, watch=[mv]) as meta:
+        assert mv.main(args + ["--stop_epoch=1"]) is None
+        res = mv.main(args + ["--resume=True"])
+    assert res["epochs_done"] == 2 and res["hardware"].startswith("META")
+    ckpt = torch.load(tmp_path / "run" / "ckpt.pt", weights_only=False)
+    assert len(ckpt["history"]) == 2 and all(t.is_meta for t in ckpt["model"].values())
+    steps = meta.reads_between_step_lines()
+    assert len(steps) == 8 and steps == [1] * 8, steps  # 10 steps an epoch, a line every 2: 4 gaps an epoch
+
+
+def test_lm_trains_on_a_stand_in_device(tmp_path, monkeypatch):
+    """The language program on the stand-in (see StandIn): a run stopped and resumed, its evaluations, both
+    checkpoints and the final evaluation from best.pt; one host read per log line (the loss), none per step."""
+    write_corpus(str(tmp_path / "ptb"))
+    args = LM_TINY + ["--epochs=2", "--device=meta", "--log_interval=2", f"--data_dir={tmp_path}",
+                      f"--out_dir={tmp_path / 'run'}"]
+    with StandIn(monkeypatch, watch=[lm]) as meta:
+        assert lm.main(args + ["--stop_epoch=1"]) is None
+        res = lm.main(args + ["--resume=True"])
+    assert res["epochs_done"] == 2 and res["hardware"].startswith("META") and "test_ppl" in res
+    assert all(t.is_meta for t in torch.load(tmp_path / "run" / "best.pt", weights_only=False)["model"].values())
+    steps = meta.reads_between_step_lines()
+    assert len(steps) >= 4 and set(steps) == {1}, steps
+
+
+def test_stand_in_catches_a_cpu_tensor_in_device_work():
+    """The stand-in fails as CUDA does for the bug it is here to catch, and answers host reads."""
+    with StandIn() as meta:
+        x = torch.ones(3, device="meta")
+        with pytest.raises(RuntimeError, match="Tensor on device cpu is not on the expected device meta"):
+            torch.stack([x.sum(), torch.tensor(3)])
+        assert x.sum().item() == 1 and x.tolist() == [1.0, 1.0, 1.0]
+    assert meta.events == ["item", "tolist"]
+
+
+# broken files: the run stops before its first step, its last line names the file, nothing on disk changes
+
+def snapshot(folder):
+    return {p: (p.stat().st_size, p.stat().st_mtime_ns) for p in sorted(folder.rglob("*"))}
+
+
+def stops_before_training(main, args, folder, message, capsys):
+    """main(args) ends in SystemExit whose one line matches `message`; no step was taken, no file changed."""
+    before = snapshot(folder)
+    with pytest.raises(SystemExit, match=message) as e:
+        main(args)
+    assert str(e.value).startswith("error: ") and "\n" not in str(e.value)
+    assert "step " not in capsys.readouterr().out and snapshot(folder) == before
+
+
+@pytest.mark.parametrize("case", ["truncated", "corrupt", "empty test split"])
+def test_vit_broken_data_file_stops_before_training(case, tmp_path, capsys):
+    write_cifar(tmp_path)
+    base = tmp_path / "cifar-10-batches-py"
+    name = "test_batch" if case == "empty test split" else "data_batch_3"
+    if case == "truncated":
+        (base / name).write_bytes((base / name).read_bytes()[:5000])
+    elif case == "corrupt":
+        (base / name).write_bytes(b"\xa3" + (base / name).read_bytes()[1:])
+    else:
+        with open(base / name, "wb") as f:
+            pickle.dump({"data": torch.zeros(0, 3072, dtype=torch.uint8).numpy(), "labels": []}, f)
+    args = TINY + ["--epochs=1", f"--data_dir={tmp_path}", f"--out_dir={tmp_path / 'run'}"]
+    stops_before_training(mv.main, args, tmp_path, re.escape(str(base / name)) + ".*(copy it again|download)",
+                          capsys)
+
+
+@pytest.mark.parametrize("case", ["empty valid split", "not UTF-8", "empty test split, characters"])
+def test_lm_broken_data_file_stops_before_training(case, tmp_path, capsys):
+    write_corpus(str(tmp_path / "ptb"))
+    name = "ptb.test.txt" if "test" in case else "ptb.valid.txt"
+    path = tmp_path / "ptb" / name
+    if case == "not UTF-8":
+        path.write_bytes(path.read_bytes() + b"\xa3\xff\n")
+    else:
+        path.write_text("")
+    args = LM_TINY + ["--epochs=1", f"--data_dir={tmp_path}", f"--out_dir={tmp_path / 'run'}"]
+    if "characters" in case:
+        args.append("--dataset=ptb_char")
+    stops_before_training(lm.main, args, tmp_path, re.escape(str(path)) + ".*copy it again", capsys)
+
+
+@pytest.mark.parametrize("prog,name", [("vit", "ckpt.pt"), ("lm", "ckpt.pt"), ("lm", "best.pt")])
+def test_corrupt_checkpoint_stops_before_training(prog, name, tmp_path, capsys):
+    """--resume with a checkpoint that cannot be read (here: overwritten by other bytes) stops at once; the LM
+    also checks best.pt, which it would otherwise read only after training, for the final numbers."""
+    if prog == "vit":
+        write_cifar(tmp_path)
+        main, args = mv.main, TINY + [f"--data_dir={tmp_path}", f"--out_dir={tmp_path / 'run'}"]
+    else:
+        write_corpus(str(tmp_path / "ptb"))
+        main, args = lm.main, LM_TINY + [f"--data_dir={tmp_path}", f"--out_dir={tmp_path / 'run'}"]
+    assert main(args + ["--epochs=2", "--stop_epoch=1"]) is None
+    path = tmp_path / "run" / name
+    path.write_bytes(b"\xa3" + path.read_bytes()[1:])
+    capsys.readouterr()
+    stops_before_training(main, args + ["--epochs=2", "--resume=True"], tmp_path,
+                          re.escape(str(path)) + " is not a readable checkpoint", capsys)
+
+
+def test_a_run_that_fails_before_training_makes_no_folder(tmp_path):
+    """The run folder is made by the first checkpoint: a run that stops early leaves nothing behind."""
+    write_cifar(tmp_path)
+    (tmp_path / "cifar-10-batches-py" / "test_batch").write_bytes(b"")
+    with pytest.raises(SystemExit, match="test_batch is not a readable"):
+        mv.main(TINY + [f"--data_dir={tmp_path}", f"--out_dir={tmp_path / 'run'}"])
+    assert not (tmp_path / "run").exists()
+
+
+# on a CUDA GPU (skipped elsewhere; the same test command runs them there)
+
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU here")
+
+
+@pytest.fixture
+def cuda_spies(monkeypatch):
+    """Records whether torch.compile ran and whether AdamW was fused (the CUDA defaults)."""
+    seen = {"compile": 0, "fused": []}
+    real_compile, real_adamw = torch.compile, torch.optim.AdamW
+
+    def compile_(*a, **k):
+        seen["compile"] += 1
+        return real_compile(*a, **k)
+
+    def adamw(*a, **k):
+        seen["fused"].append(k.get("fused"))
+        return real_adamw(*a, **k)
+
+    monkeypatch.setattr(torch, "compile", compile_)
+    monkeypatch.setattr(torch.optim, "AdamW", adamw)
+    return seen
+
+
+def close_histories(a, b, keys, rel=0.05):
+    """Two histories equal within bf16 tolerance (kernels on a GPU are not bitwise deterministic)."""
+    assert len(a) == len(b)
+    for x, y in zip(a, b):
+        for k in keys:
+            assert abs(x[k] - y[k]) <= rel * abs(x[k]) + 1e-3, (k, x, y)
+
+
+@needs_cuda
+def test_gpu_vit_with_cuda_defaults_learns_and_resumes(tmp_path, cuda_spies):
+    write_cifar(tmp_path, n_per_batch=256, n_test=256)
+    args = TINY + ["--epochs=4", "--lr=0.01", "--batch_size=64", f"--data_dir={tmp_path}"]
+    full = mv.main(args + [f"--out_dir={tmp_path / 'full'}"])
+    assert full["precision"] == "bf16 autocast" and not full["hardware"].startswith("CPU")
+    assert cuda_spies["compile"] >= 1 and cuda_spies["fused"] == [True]
+    assert full["history"][-1]["train_loss"] < 0.9 * full["history"][0]["train_loss"]
+    assert mv.main(args + [f"--out_dir={tmp_path / 'split'}", "--stop_epoch=2"]) is None
+    split = mv.main(args + [f"--out_dir={tmp_path / 'split'}", "--resume=True"])
+    close_histories(full["history"], split["history"], ["train_loss", "test_loss"])
+
+
+@needs_cuda
+def test_gpu_lm_with_cuda_defaults_learns_and_resumes(tmp_path, cuda_spies):
+    write_corpus(str(tmp_path / "ptb"), lines=(1200, 100, 100))
+    args = [a for a in LM_TINY if not a.startswith(("--compile", "--device"))]
+    args += ["--epochs=4", "--dropout=0", "--emb_dropout=0", "--word_dropout=0", f"--data_dir={tmp_path}"]
+    full = lm.main(args + [f"--out_dir={tmp_path / 'full'}"])
+    assert full["precision"] == "bf16 autocast" and not full["hardware"].startswith("CPU")
+    assert cuda_spies["compile"] >= 1 and cuda_spies["fused"] == [True]
+    assert full["history"][-1]["train_loss"] < 0.9 * full["history"][0]["train_loss"]
+    assert lm.main(args + [f"--out_dir={tmp_path / 'split'}", "--stop_epoch=2"]) is None
+    split = lm.main(args + [f"--out_dir={tmp_path / 'split'}", "--resume=True"])
+    close_histories(full["history"], split["history"], ["train_loss", "val_loss"])
+
+
+@needs_cuda
+def test_gpu_benchmarks_at_the_papers_shapes(capsys):
+    """extras/bench_vit.py (ViT-Tiny, batch 512: the model step, then the augmentation alone) and
+    extras/bench_lm.py (Sec. 7's PTB shape, batch 32 of 400 characters), with the CUDA defaults."""
+    assert extra("bench_vit").main(["--batch_size=512"]) > 0
+    assert extra("bench_lm").main(["--dataset=ptb_char"]) > 0
+    out = capsys.readouterr().out
+    print(out)  # shown with pytest -s: the first GPU run's numbers
+    assert "augmentation pipeline:" in out and out.count("benchmark:") == 2 and "bf16 autocast" in out
+
+
+# ==================================================================================================
 # extras/: the language program's side scripts (sampling, benchmark, figures)
 
 
@@ -1974,6 +2210,30 @@ def test_compare_arms_train_and_resume_exactly(arm, tmp_path, monkeypatch):
     split = compare.main([*args, "--out_dir=split", "--resume=True"])
     assert split["history"][-1]["test_loss"] == whole["history"][-1]["test_loss"]
     assert math.isfinite(whole["history"][-1]["test_loss"])
+
+
+@pytest.mark.parametrize("arm", list(compare.INIT))
+def test_compare_arms_train_on_a_stand_in_device(arm, tmp_path, monkeypatch):
+    """Every arm's new parameters, buffers and draws on the stand-in for a GPU (StandIn): an epoch, its
+    evaluation and checkpoint, then a resumed one, with no CPU tensor in device work."""
+    write_cifar(tmp_path, n_per_batch=16)
+    monkeypatch.chdir(tmp_path)
+    args = [f"--compare={arm}", *TINY, "--epochs=2", "--device=meta", f"--data_dir={tmp_path}", "--out_dir=run"]
+    if arm == "subset":
+        args += ["--subset_size=30", "--batch_size=10"]
+    with StandIn():
+        assert compare.main([*args, "--stop_epoch=1"]) is None
+        assert compare.main([*args, "--resume=True"])["epochs_done"] >= 2
+
+
+def test_table4_trains_on_a_stand_in_device(tmp_path, monkeypatch):
+    """extras/table4.py's Tiny ImageNet path (its own normalisation statistics) on the stand-in for a GPU."""
+    write_tiny_imagenet(tmp_path, per_class=12)
+    monkeypatch.chdir(tmp_path)
+    argv = ["--dataset=tinyimagenet", *TINY_ARGS, "--epochs=1", "--batch_size=12", "--device=meta",
+            f"--data_dir={tmp_path}"]
+    with StandIn():
+        assert table4.main(argv)["epochs_done"] == 1
 
 
 def test_compare_conv_bias_fresh_layer_finite_scale_and_the_softmax_arms_output():

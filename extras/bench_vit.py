@@ -52,11 +52,7 @@ def main(argv=None):
     cfg = mv.parse_config(sys.argv[1:] if argv is None else argv)
     dev, amp, prec = mv.device_and_precision(cfg)
     print("config: " + " ".join(f"{k}={v}" for k, v in vars(cfg).items()))
-    torch.manual_seed(cfg.seed)  # the model as mimetic_vit.main() builds it
-    model = mv.ViT(mv.model_config(cfg))
-    mv.init_attention_(model, cfg.init, cfg.alpha1, cfg.beta1, cfg.alpha2, cfg.beta2, cfg.vo_sign,
-                       generator=torch.Generator().manual_seed(cfg.seed))
-    model.to(dev)
+    model = mv.build_model(cfg, mv.DATASETS[cfg.dataset][3]).to(dev)  # as mimetic_vit.main() builds it
     c = model.config
     print(f"model: {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters, {c.num_tokens} tokens")
     compiled = cfg.compile == "true" or (cfg.compile == "auto" and dev.type == "cuda")  # as mv.train() decides

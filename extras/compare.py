@@ -239,9 +239,9 @@ def main(argv=None):
     if len(data[0]) < cfg.batch_size:
         raise SystemExit(f"error: {len(data[0])} training images but batch_size {cfg.batch_size}: lower --batch_size")
     print("config: " + " ".join(f"{k}={v}" for k, v in vars(cfg).items()))
-    ckpt = mv.prepare_out_dir(cfg)
+    ckpt = mv.open_run(cfg)
 
-    model = apply_comparison(mv.build_model(cfg, mv.model_config(cfg)), cfg).to(dev)
+    model = apply_comparison(mv.build_model(cfg, mv.DATASETS[cfg.dataset][3]), cfg).to(dev)
     if ckpt is not None:
         model.load_state_dict(ckpt["model"])
     print(f"model: {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters, {len(data[0]):,} training "
@@ -250,7 +250,9 @@ def main(argv=None):
     history = mv.train(model, data, mv.norm_stats(mv.MEAN_STD[cfg.dataset], dev), cfg, dev, amp, ckpt)
     if history is None:  # --stop_epoch
         return None
-    return mv.write_results(cfg, model, history, dev, prec, ["python", "extras/compare.py", *argv])
+    return mv.write_results(cfg, model, dev, prec, ["python", "extras/compare.py", *argv],
+                            final_test_acc=history[-1]["test_acc"], epochs_done=len(history), history=history,
+                            wall_time_s=history[-1]["elapsed_s"])
 
 
 if __name__ == "__main__":

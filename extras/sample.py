@@ -39,11 +39,11 @@ def main(argv=None):
     path = os.path.join(args.out_dir, "best.pt")
     if not os.path.exists(path):
         raise SystemExit(f"error: no {path}: --out_dir must name a run that finished at least one epoch")
-    best = torch.load(path, map_location="cpu", weights_only=False)
+    best = mimetic_lm.load_checkpoint(path)
     cfg, vocab = SimpleNamespace(**{"small_emb": False, **best["config"]}), best["vocab"]  # older runs: no small_emb
     level = mimetic_lm.DATASETS[cfg.dataset][2]
     dev = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    model = mimetic_lm.TransformerLM(mimetic_lm.model_config(cfg, len(vocab)))
+    model = mimetic_lm.build_model(cfg, len(vocab))  # the shape of the run; its weights come next
     model.load_state_dict(best["model"])
     index = {w: i for i, w in enumerate(vocab)}
     pieces = list(args.prompt.replace("\n", "<eos>")) if level == "char" else args.prompt.split()

@@ -70,16 +70,12 @@ def models(args, nanogpt):
     except ImportError:
         raise SystemExit("error: timm is not installed: pip install timm") from None
     d = args.depth
-    torch.manual_seed(0)
-    ours_vit = mimetic_vit.ViT(mimetic_vit.ViTConfig(width=192, depth=d, heads=3, patch_size=2))
-    mimetic_vit.init_attention_(ours_vit, "mimetic", 0.7, 0.7, 0.4, 0.4)  # as the program runs it
+    ours_vit = mimetic_vit.build_model(mimetic_vit.parse_config([f"--depth={d}"]), 10)  # ViT-Tiny, as main() builds it
     # timm's defaults: qkv_bias=True, mlp_ratio=4, pre-norm, dropouts 0, position embedding over the
     # class token too (no_embed_class=False), fused attention (F.scaled_dot_product_attention)
     timm_vit = VisionTransformer(img_size=32, patch_size=2, embed_dim=192, depth=d, num_heads=3, num_classes=10,
                                  class_token=True, global_pool="token")
-    ours_lm = mimetic_lm.TransformerLM(mimetic_lm.LMConfig(vocab_size=50, block_size=256, width=384, depth=d,
-                                                          heads=8, dropout=0.1, emb_dropout=0.1))
-    mimetic_lm.init_attention_(ours_lm, "mimetic", 0.0, 0.5, 0.2, 0.2)
+    ours_lm = mimetic_lm.build_model(mimetic_lm.parse_config([f"--depth={d}", "--seq_len=256"]), 50)  # width 384, 8 heads
     gpt = nanogpt.GPT(nanogpt.GPTConfig(n_layer=d, n_head=8, n_embd=384, block_size=256, vocab_size=50,
                                         dropout=0.1, bias=True))
     print(f"timm {timm.__version__}, fused attention: {timm.layers.use_fused_attn()}")

@@ -36,6 +36,8 @@ import time
 from urllib.parse import urlparse
 
 import torch
+from PIL import Image  # torchvision's own dependency; torchvision.io's decoders are deprecated
+from torchvision.transforms.v2.functional import pil_to_tensor
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -114,7 +116,6 @@ def load_tinyimagenet(root):
 
 def decode_tinyimagenet(base):
     """Labels are line numbers in wnids.txt; some JPEGs are grayscale, read as 3 channels."""
-    from torchvision.io import ImageReadMode, read_image
     with open(os.path.join(base, "wnids.txt")) as f:
         wnids = f.read().split()
     label = {w: i for i, w in enumerate(wnids)}
@@ -125,7 +126,7 @@ def decode_tinyimagenet(base):
     val = [(os.path.join(base, "val", "images", r[0]), label[r[1]]) for r in rows]
 
     def read(items):
-        x = torch.stack([read_image(path, ImageReadMode.RGB) for path, _ in items])
+        x = torch.stack([pil_to_tensor(Image.open(path).convert("RGB")) for path, _ in items])  # (N, 3, 64, 64)
         return x, torch.tensor([y for _, y in items], dtype=torch.long)
 
     return (*read(train), *read(val))
@@ -153,16 +154,12 @@ def main(argv=None):
         print(__doc__)
         return None
     name, cfg = parse(argv)
-    classes, side, (mean, std) = DATASETS[name]
+    classes, _, (mean, std) = DATASETS[name]
     dev, amp, prec = mv.device_and_precision(cfg)
     print("config: " + " ".join(f"{k}={v}" for k, v in vars(cfg).items()))
-    ckpt = mv.prepare_out_dir(cfg)
+    ckpt = mv.open_run(cfg)
 
-    # the model as mimetic_vit.main() builds it, with this dataset's classes and image side
-    model_cfg = mv.ViTConfig(image_size=cfg.image_size or side, patch_size=cfg.patch_size, num_classes=classes,
-                             width=cfg.width, depth=cfg.depth, heads=cfg.heads, mlp_ratio=cfg.mlp_ratio,
-                             pos_emb=cfg.pos_emb, pos_scale=cfg.pos_scale, pos_trainable=cfg.pos_trainable)
-    model = mv.build_model(cfg, model_cfg).to(dev)
+    model = mv.build_model(cfg, classes).to(dev)  # as mimetic_vit.main() builds it, with this dataset's classes
     if ckpt is not None:
         model.load_state_dict(ckpt["model"])
     print(f"model: {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters, {model.config.num_tokens} "
@@ -174,14 +171,12 @@ def main(argv=None):
         data[0], data[1] = data[0][:cfg.train_subset], data[1][:cfg.train_subset]
     if len(data[0]) < cfg.batch_size:
         raise SystemExit(f"error: {len(data[0])} training images but batch_size {cfg.batch_size}: lower --batch_size")
-    norm = mv.norm_stats((mean, std), dev)
-    if cfg.plot:  # Figs. 1-2 for 64 test images, as mimetic_vit.py --plot=True
-        images = mv.to_input(data[2][:64], *norm, model.config.image_size)
-        return mv.save_figures(model.eval(), images, os.path.join(cfg.out_dir, "figures" if ckpt else "figures-init"))
-    history = mv.train(model, data, norm, cfg, dev, amp, ckpt)
+    history = mv.train(model, data, mv.norm_stats((mean, std), dev), cfg, dev, amp, ckpt)
     if history is None:  # --stop_epoch
         return None
-    return mv.write_results(cfg, model, history, dev, prec, ["python", "extras/table4.py", *argv])
+    return mv.write_results(cfg, model, dev, prec, ["python", "extras/table4.py", *argv],
+                            final_test_acc=history[-1]["test_acc"], epochs_done=len(history), history=history,
+                            wall_time_s=history[-1]["elapsed_s"])
 
 
 if __name__ == "__main__":

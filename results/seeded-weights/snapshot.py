@@ -9,6 +9,7 @@ Arms: mimetic, default, qk, vo, mimetic with vo_sign=+1, simple; seeds 0 and 1; 
 ViT-Tiny (mimetic, seed 0) and the LM with small_emb. One thread: LAPACK's SVD can differ by an ulp across
 thread counts.
 """
+import inspect
 import sys
 
 import torch
@@ -21,16 +22,18 @@ def snapshot(root):
     torch.set_num_threads(1)
     out = {}
 
-    def build(mod, args, make):
+    def build(mod, args, size):  # the one construction of each program, as its main() calls it
         cfg = mod.parse_config(args + ["--out_dir=/tmp/seeded-weights-unused"])
-        torch.manual_seed(cfg.seed)
-        model = make(cfg)
-        mod.init_attention_(model, cfg.init, cfg.alpha1, cfg.beta1, cfg.alpha2, cfg.beta2, cfg.vo_sign,
-                            generator=torch.Generator().manual_seed(cfg.seed))
+        if "model_cfg" not in inspect.signature(getattr(mod, "build_model", lambda model_cfg: 0)).parameters:
+            model = mod.build_model(cfg, size)
+        else:  # before the one build_model(cfg, size) (commit 85533dc and earlier): main()'s own steps
+            torch.manual_seed(cfg.seed)
+            model = mod.ViT(mod.model_config(cfg)) if mod is V else mod.TransformerLM(mod.model_config(cfg, size))
+            mod.init_attention_(model, cfg.init, cfg.alpha1, cfg.beta1, cfg.alpha2, cfg.beta2, cfg.vo_sign,
+                                generator=torch.Generator().manual_seed(cfg.seed))
         return {k: v.clone() for k, v in model.state_dict().items()}
 
-    vit = lambda cfg: V.ViT(V.model_config(cfg))  # noqa: E731
-    lm = lambda cfg: L.TransformerLM(L.model_config(cfg, 49))  # noqa: E731
+    vit, lm = 10, 49  # classes of CIFAR-10, characters of PTB
     for init, sign in [("mimetic", -1), ("default", -1), ("qk", -1), ("vo", -1), ("mimetic", 1), ("simple", -1)]:
         for seed in (0, 1):
             arm = [f"--init={init}", f"--vo_sign={sign}", f"--seed={seed}"]

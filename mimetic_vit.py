@@ -582,10 +582,9 @@ def parse_config(argv):
             raise SystemExit(f"error: unknown config key {key!r}; known keys: {', '.join(defaults)}")
         kind = type(defaults[key])
         try:
-            given[key] = BOOLS[text.lower()] if kind is bool else kind(text.lower() if key == "compile" else text)
+            given[key] = BOOLS[text.lower()] if kind is bool else kind(text.lower() if key in CHOICES else text)
         except (KeyError, ValueError):
-            raise SystemExit(f"error: --{key}={text}: expected {kind.__name__}, like the default {defaults[key]!r}") \
-                from None
+            raise SystemExit(f"error: {arg}: expected {kind.__name__}, like the default {defaults[key]!r}") from None
     cfg = SimpleNamespace(**{**defaults, **given})
     for key, choices in CHOICES.items():
         if getattr(cfg, key) not in choices:
@@ -697,8 +696,8 @@ class Progress:
         self.start, self.shown = (step, time.perf_counter()), 0.0
 
     def estimate(self, forward_backward, model, batch, steps_per_epoch):
-        """Times forward_backward(n) on the first batch's first n items, n doubling from batch / 64 until a call
-        takes a second, scaled to the batch; the gradients are dropped and dropout's draws are forked."""
+        """forward_backward(n), the first batch's first n items, timed for n doubling from batch / 64 until a call
+        takes a second, then scaled to the batch; its gradients are dropped and dropout's draws forked."""
         dev, n = next(model.parameters()).device, max(1, batch // 64)
         with torch.random.fork_rng(devices=[dev] if dev.type == "cuda" else []):
             forward_backward(n)  # untimed: the first call pays one-time costs

@@ -1,0 +1,61 @@
+"""Test accuracy after each epoch of the laptop recipe trained for 16 epochs (a whole schedule of its own:
+warmup and cosine over 16 epochs), both arms: the mean over seeds as a line, the range over seeds as a band.
+Reads results/<prefix>-e16-<arm>-seed<k>/results.json; writes figures/vit-laptop-e16-test-acc.png (PIL, which
+torchvision brings; no matplotlib).
+
+    python results/scripts/plot_epochs.py
+"""
+import glob
+import json
+import os
+
+from PIL import Image, ImageDraw
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PREFIX = "results/cpu-cifar10jpeg-w96d4h3p4-50k-e16"
+ARMS = {"default": (60, 90, 200), "mimetic": (200, 40, 40)}  # blue, red
+W, H, LEFT, RIGHT, TOP, BOTTOM = 720, 420, 60, 20, 30, 40
+
+
+def curves(arm):
+    """[[test accuracy after epoch 1, 2, ...] for each seed] of one arm."""
+    paths = sorted(glob.glob(os.path.join(ROOT, f"{PREFIX}-{arm}-seed*", "results.json")))
+    return [[h["test_acc"] for h in json.load(open(p))["history"]] for p in paths]
+
+
+def main(out=os.path.join(ROOT, "figures", "vit-laptop-e16-test-acc.png")):
+    data = {arm: curves(arm) for arm in ARMS}
+    epochs = max(len(c) for runs in data.values() for c in runs)
+    values = [v for runs in data.values() for c in runs for v in c]
+    lo, hi = 5 * (min(values) // 5), 5 * (max(values) // 5 + 1)
+    x = lambda e: LEFT + (e - 1) * (W - LEFT - RIGHT) / (epochs - 1)  # noqa: E731
+    y = lambda v: TOP + (hi - v) * (H - TOP - BOTTOM) / (hi - lo)  # noqa: E731
+    img = Image.new("RGB", (W, H), "white")
+    draw = ImageDraw.Draw(img)
+    for v in range(int(lo), int(hi) + 1, 5):  # grid and labels
+        draw.line([(LEFT, y(v)), (W - RIGHT, y(v))], fill=(225, 225, 225))
+        draw.text((LEFT - 30, y(v) - 6), f"{v}%", fill="black")
+    for e in range(1, epochs + 1):
+        draw.text((x(e) - 4, H - BOTTOM + 8), str(e), fill="black")
+    draw.text((W // 2 - 20, H - 16), "epoch", fill="black")
+    for arm, colour in ARMS.items():
+        runs = [c for c in data[arm] if len(c) == epochs]
+        if not runs:
+            continue
+        low = [min(c[i] for c in runs) for i in range(epochs)]
+        high = [max(c[i] for c in runs) for i in range(epochs)]
+        mean = [sum(c[i] for c in runs) / len(runs) for i in range(epochs)]
+        band = [(x(i + 1), y(v)) for i, v in enumerate(high)] + [(x(i + 1), y(v)) for i, v in reversed(list(enumerate(low)))]
+        light = tuple(c + (255 - c) * 3 // 4 for c in colour)
+        draw.polygon(band, fill=light)
+        draw.line([(x(i + 1), y(v)) for i, v in enumerate(mean)], fill=colour, width=3)
+        row = TOP + 8 + 18 * list(ARMS).index(arm)  # the legend, top left
+        draw.line([(LEFT + 12, row + 6), (LEFT + 36, row + 6)], fill=colour, width=3)
+        draw.text((LEFT + 44, row), f"{arm} init, mean and range over {len(runs)} seed{'s' * (len(runs) > 1)}",
+                  fill=colour)
+    img.save(out)
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -10,7 +10,8 @@ trained by mimetic_vit.train. The paper's numbers are CIFAR-10, ViT-Tiny, 100 ep
                    (both keep the W_Q W_K^T init and replace the W_V W_proj one: --init=qk; mimetic: 91.38)
   conv_in          eq 14: Softmax(X W_Q W_K^T X^T + gamma C)                       87.5 (plain attention 88.1)
   conv_out         eq 15: Softmax(X W_Q W_K^T X^T) + gamma C                       89.9
-  conv_softmax     eq 15 with C' = Softmax(gamma C), all positive                 75
+  conv_softmax     eq 15 with C' = Softmax(gamma C), all positive (whole rows)     75
+  conv_softmax_local  the same, the softmax over the kernel's k^2 taps only        75
   subset           Fig. 6: a class-balanced random subset, the steps held fixed   Fig. 6 (a plot)
 
 Run from the repository root; the laptop recipe's shape, as README.md's tables (add --seed=1, 2, ...):
@@ -40,11 +41,18 @@ Choices the paper leaves open, ours marked:
   - C (eqs 14-15): a circular 2D convolution over the patch grid written as a doubly-block-circulant matrix,
     one learnable kernel per head, N(0, 1/kernel^2) entries, and gamma a learnable scalar starting at 1 (our
     choices); the class token's row and column of C are 0, so it attends as plain attention does (our choice).
-    The scores keep the program's 1/sqrt(k). C' = Softmax(gamma C) is taken over each row of patches (so it is
-    still circulant and sums to 1 per row). The kernels, a (heads, kernel^2) matrix, take the program's weight
-    decay on matrices (0.01) and gamma none, as the program's grouping decides (our choice, left as it is).
+    The scores keep the program's 1/sqrt(k). conv_softmax takes C' = Softmax(gamma C) over each whole row of P
+    patches (still circulant, 1 per row), so the P - k^2 zeros outside the kernel each get exp(0): at init C' is
+    nearly uniform, a global average more than a local all-positive convolution (at the laptop shape, P = 64,
+    k = 3, seeds 0-2: 0.147 of each row's mass in the kernel on average, 0.11-0.17 over heads, against k^2 / P =
+    0.14). conv_softmax_local is the local reading: the softmax over the k^2 taps of each head's kernel, so each
+    row of C' has its k^2 kernel entries positive and summing to 1 and zeros elsewhere (our choice; the paper
+    does not say which). Both draw the same kernels as the other C arms. The kernels, a (heads, kernel^2)
+    matrix, take the program's weight decay on matrices (0.01) and gamma none, as the program's grouping decides
+    (our choice, left as it is).
   - Fig. 6: n / 10 images of each class, drawn with --seed (both arms of a seed see the same images); epochs
-    scaled so that the optimizer takes the steps of --epochs over the whole training set.
+    scaled so that the optimizer takes the steps of --epochs over the whole training set (the paper does not say
+    whether it held epochs or steps fixed; steps, our choice).
 """
 
 import math
@@ -62,7 +70,8 @@ import mimetic_vit as mv  # noqa: E402
 
 KEYS = {"compare": "", "ls_init": 0.1, "conv_kernel": 3, "subset_size": 5000}  # this script's keys, defaults
 INIT = {"zero": "default", "tfixup": "default", "layerscale": "qk", "layerscale_ours": "qk", "conv_in": "default",
-        "conv_out": "default", "conv_softmax": "default", "subset": "mimetic"}  # each arm's paper setting
+        "conv_out": "default", "conv_softmax": "default", "conv_softmax_local": "default",
+        "subset": "mimetic"}  # each arm's paper setting
 
 
 # -----------------------------------------------------------------------------------------------
@@ -132,7 +141,8 @@ def circulant_index(grid, kernel):
 class ConvBiasAttention(nn.Module):
     """mimetic_vit.Attention (its qkv and proj, as initialised) with gamma C added (module docstring):
     variant in: Softmax(S + gamma C) (eq 14); out: Softmax(S) + gamma C (eq 15); softmax: Softmax(S) +
-    Softmax(gamma C); S = X W_Q W_K^T X^T / sqrt(k) per head, and the result multiplies X W_V."""
+    Softmax(gamma C) over whole rows; softmax_local: the same over the kernel's taps; S = X W_Q W_K^T X^T / sqrt(k)
+    per head, and the result multiplies X W_V."""
 
     def __init__(self, attn, grid, kernel, variant, generator):
         super().__init__()
@@ -141,15 +151,18 @@ class ConvBiasAttention(nn.Module):
         self.gamma = nn.Parameter(torch.ones(()))
         self.register_buffer("index", circulant_index(grid, kernel), persistent=False)
 
-    def conv_matrix(self):
-        """(heads, P, P): one doubly-block-circulant C per head, from its kernel."""
-        return F.pad(self.kernel, (0, 1))[:, self.index]  # the padded zero fills C outside the kernel
+    def conv_matrix(self, kernel=None):
+        """(heads, P, P): one doubly-block-circulant C per head, from its kernel (or the (heads, k^2) taps given)."""
+        kernel = self.kernel if kernel is None else kernel
+        return F.pad(kernel, (0, 1))[:, self.index]  # the padded zero fills C outside the kernel
 
     def forward(self, x):
         q, k, v = rearrange(self.qkv(x), "b n (three h k) -> three b h n k", three=3, h=self.heads)
         scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (B, h, N, N)
-        if self.variant == "softmax":
+        if self.variant == "softmax":  # over each row's P entries, the zeros outside the kernel included
             bias = torch.softmax(self.gamma * self.conv_matrix(), dim=-1)
+        elif self.variant == "softmax_local":  # over the kernel's k^2 taps; zero outside the kernel
+            bias = self.conv_matrix(torch.softmax(self.gamma * self.kernel, dim=-1))
         else:
             bias = self.gamma * self.conv_matrix()
         bias = F.pad(bias, (1, 0, 1, 0))  # the class token (index 0): a zero row and column

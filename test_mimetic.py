@@ -1908,9 +1908,9 @@ def test_progress_estimate_comes_first_and_no_note_on_a_short_run(tmp_path):
 
 def test_readme_laptop_tables_are_made_from_the_results_files():
     """README.md's laptop-scale tables (Table 1, Table 2, Fig. 4, Table 6) are exactly what
-    results/laptop_tables.py prints from the committed results files, and every link in them exists: a
+    results/scripts/laptop_tables.py prints from the committed results files, and every link in them exists: a
     number typed or edited by hand, or a results file changed or missing, fails here."""
-    out = subprocess.run([sys.executable, os.path.join("results", "laptop_tables.py")], cwd=ROOT,
+    out = subprocess.run([sys.executable, os.path.join("results", "scripts", "laptop_tables.py")], cwd=ROOT,
                          capture_output=True, text=True, check=True).stdout
     readme = open(os.path.join(ROOT, "README.md")).read()
     missing = [line for line in out.splitlines() if line.strip() and line not in readme]

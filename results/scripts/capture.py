@@ -1,6 +1,6 @@
 """Runs a command as a new user would and prints each line it writes with the seconds since launch; stops it
 after its first N lines or T seconds. Made the logs beside it (README.md, "Run it"):
-    python results/cpu-first-lines/capture.py 5 90 python mimetic_vit.py > results/cpu-first-lines/vit.txt
+    python results/scripts/capture.py 5 90 python mimetic_vit.py > results/cpu-first-lines/vit.txt
 With --tty the command writes to a pseudo-terminal, so its in-place line shows (each redraw a line here)."""
 import os
 import pty

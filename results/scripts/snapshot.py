@@ -1,8 +1,8 @@
 """The seeded weights of every init arm, built as each program's main() builds them, saved for a bit-for-bit
 comparison of two versions of the code (the "Minimal for real" rewrite must not change them).
 
-    OMP_NUM_THREADS=1 python results/seeded-weights/snapshot.py <checkout> <out.pt>   # once per version
-    python results/seeded-weights/snapshot.py --compare <a.pt> <b.pt>
+    OMP_NUM_THREADS=1 python results/scripts/snapshot.py <checkout> <out.pt>   # once per version
+    python results/scripts/snapshot.py --compare <a.pt> <b.pt>
 
 Arms: mimetic, default, qk, vo, mimetic with vo_sign=+1, simple; seeds 0 and 1; the laptop shapes (ViT width
 96, depth 4, 3 heads, patch 4; LM width 128, depth 4, 4 heads, 128 tokens, vocabulary 49), plus the paper's

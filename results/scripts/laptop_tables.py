@@ -1,6 +1,7 @@
-"""Print the README's laptop-scale tables (Tables 1, 2, 5, 6, Fig. 4, eqs 14-15, Fig. 6) from the results files.
+"""Print the README's laptop-scale tables (Tables 1, 2, 5, 6, Fig. 4, eqs 14-15, Fig. 6, the gap against the length
+of training, word-level PTB, our a1 = 0 basis) from the results files.
 
-    python results/laptop_tables.py        # from the repository root; prints Markdown
+    python results/scripts/laptop_tables.py        # from the repository root; prints Markdown
 
 Every cell is read from a results.json below results/ and links to it; nothing is typed by hand. The side
 comparisons (extras/compare.py) print the seeds whose results are committed so far.
@@ -33,7 +34,7 @@ def read(path):
 
 def metric(path):
     r = read(path)
-    return r["final_test_acc"] if "final_test_acc" in r else r["test_bpc"]
+    return next(r[k] for k in ("final_test_acc", "test_bpc", "test_ppl") if k in r)
 
 
 def metrics(paths):
@@ -248,6 +249,8 @@ def eqs14_15(seeds=range(3)):
         ("eq 15, Softmax(S) + gamma C (`--compare=conv_out`)", "89.9", [f"{CMP}-convout-seed{s}" for s in seeds]),
         ("eq 15, Softmax(S) + Softmax(gamma C) (`--compare=conv_softmax`)", "75",
          [f"{CMP}-convsoftmax-seed{s}" for s in seeds]),
+        ("eq 15, the same with the softmax over the kernel's taps (`--compare=conv_softmax_local`)", "75",
+         [f"{CMP}-convsoftmaxlocal-seed{s}" for s in seeds]),
         ("mimetic init, no C (`mimetic_vit.py`)", "91.38 (Table 5)", [f"{TVRA}-mimetic-seed{s}" for s in seeds]),
     ])
 
@@ -267,15 +270,49 @@ def fig6(seeds=range(3), sizes=(5000, 10000, 25000)):
 def lm_basis(seeds=range(3)):
     literal = [f"{LM}-mimetic-seed{s}" for s in seeds]
     rows_against([("eqs 5-7 literally", literal)], [
-        ("eqs 5-7 literally: every head W_Q = W_K = sqrt(b1) I[:, :k] (`--qk_basis=svd`)", "-", literal),
-        ("a random orthonormal basis per head (`--qk_basis=random`)", "-",
+        ("eqs 5-7 literally: every head W_Q = W_K = sqrt(b1) I[:, :k] (`mimetic_lm.py`)", "-", literal),
+        ("a random orthonormal basis per head (`extras/lm_qk_basis.py`)", "-",
          [f"{LM}-mimetic-randombasis-seed{s}" for s in seeds]),
     ], digits=3)
 
 
+E = "results/cpu-cifar10jpeg-w96d4h3p4-50k"  # the laptop recipe trained for n epochs: <E>-e<n>-<arm>-seed<k>
+STEPS_PER_EPOCH = 50000 // 128
+
+
+def training_length(lengths=(4, 8, 16), seeds=range(5)):
+    """The gap against the length of training, each length a whole schedule of its own (warmup and cosine over
+    its own steps); 2 epochs is Table 1's five seeds. A seed counts once both of its arms are committed."""
+    print("| epochs (steps) | default init | mimetic init | gap, paired (± SE) | minutes per run |")
+    print("|---|---|---|---|---|")
+    for n in (2, *lengths):
+        runs = {arm: [f"{TVRA}-{arm}-seed{s}" if n == 2 else f"{E}-e{n}-{arm}-seed{s}" for s in seeds]
+                for arm in ("default", "mimetic")}
+        both = [i for i in range(len(seeds)) if all(os.path.exists(os.path.join(runs[a][i], "results.json"))
+                                                   for a in runs)]
+        d, m = ([runs[arm][i] for i in both] for arm in ("default", "mimetic"))
+        if not both:
+            print(f"| {n} ({n * STEPS_PER_EPOCH:,}) | (not yet run) | (not yet run) | | |")
+            continue
+        (dc, ds, _), (mc, ms, _) = seed_cell(d), seed_cell(m)
+        print(f"| {n} ({n * STEPS_PER_EPOCH:,}) | {ds}: {dc} | {ms}: {mc} | {paired(d, m)} | {minutes(d + m)} |")
+
+
+WORD = "results/cpu-ptbword-w128d4h4s80-e3"  # word-level PTB at laptop scale
+
+
+def word_ptb(seeds=range(3)):
+    """Word-level PTB, the char recipe's model with the word preset's other settings: test perplexity."""
+    rows_against([("default init", [f"{WORD}-default-seed{s}" for s in seeds])], [
+        ("default init (`--init=default`)", "84.84", [f"{WORD}-default-seed{s}" for s in seeds]),
+        ("mimetic init (`mimetic_lm.py`)", "82.34", [f"{WORD}-mimetic-seed{s}" for s in seeds]),
+    ], digits=2)
+
+
 if __name__ == "__main__":
     for title, table in [("Table 1", table1), ("Table 2", table2), ("Fig. 4", fig4), ("Table 6", table6),
-                         ("Table 5", table5), ("Eqs 14-15", eqs14_15), ("Fig. 6", fig6), ("a1 = 0 basis", lm_basis)]:
-        print(f"<!-- {title}: made by python results/laptop_tables.py -->\n")
+                         ("Table 5", table5), ("Eqs 14-15", eqs14_15), ("Fig. 6", fig6), ("a1 = 0 basis", lm_basis),
+                         ("Training length", training_length), ("Word PTB", word_ptb)]:
+        print(f"<!-- {title}: made by python results/scripts/laptop_tables.py -->\n")
         table()
         print()

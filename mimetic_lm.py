@@ -655,7 +655,9 @@ def main(argv=None):
     print(f"best epoch {metrics['best_epoch']} | val {name} {metrics[f'val_{name}']:.3f} | test {name} "
           f"{metrics[f'test_{name}']:.3f}")
     launcher = ["torchrun", "--standalone", f"--nproc_per_node={world}"] if world > 1 else ["python"]
-    results = write_results(cfg, model, dev, prec, launcher + ["mimetic_lm.py", *argv], **metrics) if rank == 0 else None
+    results = None
+    if rank == 0:  # one process writes
+        results = write_results(cfg, model, dev, prec, launcher + ["mimetic_lm.py", *argv], **metrics)
     if world > 1:  # every rank leaves the group together, once the DDP wrapper that holds it is freed: left to
         gc.collect()  # the interpreter's exit, its teardown aborted a rank now and then ("terminate called ...")
         dist.barrier()
@@ -719,8 +721,8 @@ def open_run(cfg):
     diff = [f"{k}={v!r} there, {getattr(cfg, k, None)!r} here" for k, v in ckpt["config"].items()
             if k not in RESUME_FREE and v != getattr(cfg, k, None)]
     if diff:
-        raise SystemExit(f"error: checkpoint {cfg.out_dir}/ckpt.pt is from another config ({'; '.join(diff)}): pass the same "
-                         f"settings to resume, or another --out_dir to start afresh")
+        raise SystemExit(f"error: checkpoint {cfg.out_dir}/ckpt.pt is from another config ({'; '.join(diff)}): pass "
+                         f"the same settings to resume, or another --out_dir to start afresh")
     return ckpt
 
 
@@ -845,18 +847,20 @@ class Progress:
         model.zero_grad(set_to_none=True)
         step_s, self.start = seconds * batch / n, (self.start[0], time.perf_counter())
         left = step_s * (self.total - self.start[0])
-        print(f"estimate (forward and backward timed on {n} of the first batch's {batch}): {self.per_step / step_s:.0f} "
-              f"{self.unit}/s, {duration(step_s * steps_per_epoch)} per epoch, {duration(left)} for the run (training only)")
+        print(f"estimate (forward and backward timed on {n} of the first batch's {batch}): "
+              f"{self.per_step / step_s:.0f} {self.unit}/s, {duration(step_s * steps_per_epoch)} per epoch, "
+              f"{duration(left)} for the run (training only)")
         if dev.type == "cpu" and left > 3600:
-            print(f"note: over an hour on this CPU (the defaults are the paper's GPU run); it goes on as asked. A quick "
-                  f"run: {QUICK_RUN}")
+            print(f"note: over an hour on this CPU (the defaults are the paper's GPU run); it goes on as asked. "
+                  f"A quick run: {QUICK_RUN}")
 
     def speed(self, step):
         step_s = (time.perf_counter() - self.start[1]) / max(step - self.start[0], 1)
         return f"{self.per_step / step_s:.0f} {self.unit}/s | {duration(step_s * (self.total - step))} left"
 
-    def print(self, text, step=None):  # a log line, over the in-place line if any
-        print(("\r\033[K" if self.tty else "") + text + (f" | {self.speed(step)}" if step is not None else ""), flush=True)
+    def print(self, text, step=None):  # a log line, over the in-place line if any; with a step, its speed
+        speed = f" | {self.speed(step)}" if step is not None else ""
+        print(("\r\033[K" if self.tty else "") + text + speed, flush=True)
 
     def update(self, step, loss):
         if self.tty and time.perf_counter() - self.shown > 0.5:  # loss.item() waits for the device: not too often

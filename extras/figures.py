@@ -16,7 +16,7 @@ Run from the repository root (each about 8 s of CPU time on one core, measured o
     python extras/figures.py --program=vit                    # ViT-Tiny, mimetic init -> out/figures-vit-mimetic-seed0/
     python extras/figures.py --program=vit --init=default     # -> out/figures-vit-default-seed0/
     python extras/figures.py --program=lm --dataset=ptb_char  # Sec. 7's PTB shape -> out/figures-lm-mimetic-seed0/
-    python extras/figures.py --program=lm --checkpoint=out/lm-ptb_char-mimetic-seed0/best.pt  # -> <that folder>/figures/
+    python extras/figures.py --program=lm --checkpoint=out/lm-ptb_char-mimetic-seed0/best.pt  # -> <folder>/figures/
 README.md's figures are the first three, copied to figures/<program>-<init>-init-<name>.png.
 
 Own keys: --program=vit|lm (required), --checkpoint=<a run's ckpt.pt or best.pt>, --out=<folder> (default

@@ -75,7 +75,8 @@ def models(args, nanogpt):
     # class token too (no_embed_class=False), fused attention (F.scaled_dot_product_attention)
     timm_vit = VisionTransformer(img_size=32, patch_size=2, embed_dim=192, depth=d, num_heads=3, num_classes=10,
                                  class_token=True, global_pool="token")
-    ours_lm = mimetic_lm.build_model(mimetic_lm.parse_config([f"--depth={d}", "--seq_len=256"]), 50)  # width 384, 8 heads
+    # width 384, 8 heads, as main() builds it
+    ours_lm = mimetic_lm.build_model(mimetic_lm.parse_config([f"--depth={d}", "--seq_len=256"]), 50)
     gpt = nanogpt.GPT(nanogpt.GPTConfig(n_layer=d, n_head=8, n_embd=384, block_size=256, vocab_size=50,
                                         dropout=0.1, bias=True))
     print(f"timm {timm.__version__}, fused attention: {timm.layers.use_fused_attn()}")

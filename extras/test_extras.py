@@ -122,7 +122,8 @@ def test_extras_bench_lm_prints_one_line(capsys):
 def test_extras_figures_lm_products_at_init():
     """extras/figures.py's weight panels of the LM at init: every head's W_Q W_K^T is b1 I[:, :k] I[:, :k]^T (eqs
     5-7 literally, a1 = 0), W_V W_proj = a2 Z2 - b2 I (mean diagonal -0.2)."""
-    qk, vo = extra("figures").weight_products(lm.build_model(lm.parse_config(["--width=16", "--heads=2", "--depth=1"]), 11))
+    model = lm.build_model(lm.parse_config(["--width=16", "--heads=2", "--depth=1"]), 11)
+    qk, vo = extra("figures").weight_products(model)
     assert qk[0].shape == (2, 16, 16) and torch.allclose(qk[0][0], 0.5 * torch.diag((torch.arange(16) < 8).float()))
     assert abs(vo[0].diagonal().mean().item() + 0.2) < 0.1
 
@@ -447,7 +448,8 @@ def test_compare_parse_keys_arm_defaults_and_errors():
     cfg = compare.parse(["--compare=layerscale", "--ls_init=0.4", "--seed=2"])
     assert (cfg.init, cfg.ls_init, cfg.out_dir) == ("qk", 0.4, os.path.join("out", "compare-layerscale-0.4-qk-seed2"))
     cfg = compare.parse(["--compare=subset", "--subset_size=1000", "--init=default"])
-    assert (cfg.init, cfg.subset_size, cfg.out_dir) == ("default", 1000, os.path.join("out", "compare-subset-1000-default-seed0"))
+    out = os.path.join("out", "compare-subset-1000-default-seed0")
+    assert (cfg.init, cfg.subset_size, cfg.out_dir) == ("default", 1000, out)
     assert compare.parse(["--compare=conv_in"]).init == "default" and compare.parse(["--compare=zero"]).conv_kernel == 3
     with pytest.raises(SystemExit, match="error: pass --compare=one of zero, tfixup, .* \\(got none\\)"):
         compare.parse(["--epochs=1"])

@@ -45,7 +45,9 @@ def main(out=os.path.join(ROOT, "figures", "vit-laptop-e16-test-acc.png")):
         low = [min(c[i] for c in runs) for i in range(epochs)]
         high = [max(c[i] for c in runs) for i in range(epochs)]
         mean = [sum(c[i] for c in runs) / len(runs) for i in range(epochs)]
-        band = [(x(i + 1), y(v)) for i, v in enumerate(high)] + [(x(i + 1), y(v)) for i, v in reversed(list(enumerate(low)))]
+        upper = [(x(i + 1), y(v)) for i, v in enumerate(high)]
+        lower = [(x(i + 1), y(v)) for i, v in enumerate(low)]
+        band = upper + lower[::-1]
         light = tuple(c + (255 - c) * 3 // 4 for c in colour)
         draw.polygon(band, fill=light)
         draw.line([(x(i + 1), y(v)) for i, v in enumerate(mean)], fill=colour, width=3)

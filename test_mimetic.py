@@ -799,11 +799,12 @@ def test_batch_larger_than_the_data_is_one_line_before_training(tmp_path):
     assert not (tmp_path / "l" / "ckpt.pt").exists()
 
 
-def test_other_errors_keep_their_traceback():
+def test_other_errors_keep_their_traceback(tmp_path):
     """Only the mistakes above become one line: an error inside the code raises as it is (here: a value the
     paper's init rejects, raised by mimetic_init_ itself)."""
+    write_cifar(tmp_path)
     with pytest.raises(ValueError, match="alpha1=2.0 is outside"):
-        mv.main(["--alpha1=2", "--width=12", "--depth=1", "--heads=3", "--out_dir=/nonexistent/never-made"])
+        mv.main(TINY + ["--alpha1=2", f"--data_dir={tmp_path}", "--out_dir=/nonexistent/never-made"])
 
 
 def test_image_size_trains(tmp_path):

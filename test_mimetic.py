@@ -103,13 +103,10 @@ def attention_probs(model, x):
     return torch.stack(maps)
 
 
-def small_vit(init="mimetic", vo_sign=-1, seed=0, **kw):
-    cfg = dict(width=48, depth=2, heads=3, patch_size=4)
-    cfg.update(kw)
-    torch.manual_seed(seed)
-    model = mv.ViT(mv.ViTConfig(**cfg))
-    mv.init_attention_(model, init, 0.7, 0.7, 0.4, 0.4, vo_sign, generator=torch.Generator().manual_seed(seed))
-    return model
+def small_vit(init="mimetic", vo_sign=-1, seed=0, num_classes=10, **kw):
+    """A small ViT built as main() builds it (mimetic_vit.build_model), config keys as keyword arguments."""
+    keys = {"width": 48, "depth": 2, "heads": 3, "patch_size": 4, **kw, "init": init, "vo_sign": vo_sign, "seed": seed}
+    return mv.build_model(mv.parse_config([f"--{k}={v}" for k, v in keys.items()]), num_classes)
 
 
 def write_cifar(root, n_per_batch=64, n_test=100, seed=0, classes=10):
@@ -174,11 +171,11 @@ def extra(name):
 
 
 
-def tiny_lm(**kw):
-    c = dict(vocab_size=23, block_size=16, width=16, depth=2, heads=2, dropout=0.0, emb_dropout=0.0)
-    c.update(kw)
-    torch.manual_seed(0)
-    return lm.TransformerLM(lm.LMConfig(**c))
+def tiny_lm(vocab_size=23, **kw):
+    """A tiny LM at the default init, built as main() builds it (mimetic_lm.build_model); config keys as keywords."""
+    keys = {"seq_len": 16, "width": 16, "depth": 2, "heads": 2, "dropout": 0.0, "emb_dropout": 0.0, **kw,
+            "init": "default"}
+    return lm.build_model(lm.parse_config([f"--{k}={v}" for k, v in keys.items()]), vocab_size)
 
 
 def write_corpus(folder, lines=(300, 40, 40), vocab=30, seed=0):
@@ -1134,7 +1131,7 @@ def test_lm_bpc_is_loss_over_ln2_and_ppl_is_exp():
 
 @pytest.mark.parametrize("stride", [3, 8])
 def test_lm_evaluate_is_the_exact_token_mean(stride):
-    model = tiny_lm(block_size=8).eval()
+    model = tiny_lm(seq_len=8).eval()
     data = torch.randint(23, (53,), generator=torch.Generator().manual_seed(3), dtype=torch.int64).int()
     got = lm.evaluate(model, data, 8, stride, 4, torch.autocast("cpu", enabled=False))
     # reference: chunk by chunk, each chunk's targets scored once with the window the docstring describes
@@ -1240,7 +1237,7 @@ def test_lm_best_pt_is_the_best_validation_epoch_and_gives_the_final_numbers(tmp
     best, last = (torch.load(out / f, weights_only=False) for f in ("best.pt", "ckpt.pt"))
     assert best["epoch"] == res["best_epoch"] == 2 and last["epoch"] == 3 and best["val_loss"] == 2.0
     vocab, ids = lm.load_dataset("ptb_word", str(tmp_path))
-    model = lm.TransformerLM(lm.model_config(lm.parse_config(LM_TINY), len(vocab)))
+    model = lm.build_model(lm.parse_config(LM_TINY), len(vocab))  # the run's shape; its weights come next
     scores = []
     for ckpt in (best, last):
         model.load_state_dict(ckpt["model"])

@@ -831,28 +831,15 @@ class Progress:
         self.total, self.per_step, self.unit, self.tty = total_steps, per_step, unit, sys.stdout.isatty()
         self.start, self.shown = (step, time.perf_counter()), 0.0
 
-    def estimate(self, forward_backward, model, batch, steps_per_epoch):
-        """forward_backward(n), the first batch's first n items, timed for n doubling from batch / 64 until a call
-        takes a second, then scaled to the batch; its gradients are dropped and dropout's draws forked."""
-        dev, n = next(model.parameters()).device, max(1, batch // 64)
-        with torch.random.fork_rng(devices=[dev] if dev.type == "cuda" else []):
-            forward_backward(n)  # untimed: the first call pays one-time costs
-            while True:
-                t = time.perf_counter()
-                forward_backward(n).item()  # .item() waits for the device
-                seconds = time.perf_counter() - t
-                if seconds >= 1.0 or n == batch:
-                    break
-                n = min(2 * n, batch)
-        model.zero_grad(set_to_none=True)
-        step_s, self.start = seconds * batch / n, (self.start[0], time.perf_counter())
+    def estimate(self, forward_backward, model, batch, steps_per_epoch):  # before step 1, from the first batch
+        step_s, n = time_step(forward_backward, model, batch)
         left = step_s * (self.total - self.start[0])
+        self.start = (self.start[0], time.perf_counter())  # the speed is measured from here
         print(f"estimate (forward and backward timed on {n} of the first batch's {batch}): "
               f"{self.per_step / step_s:.0f} {self.unit}/s, {duration(step_s * steps_per_epoch)} per epoch, "
               f"{duration(left)} for the run (training only)")
-        if dev.type == "cpu" and left > 3600:
-            print(f"note: over an hour on this CPU (the defaults are the paper's GPU run); it goes on as asked. "
-                  f"A quick run: {QUICK_RUN}")
+        if next(model.parameters()).device.type == "cpu" and left > 3600:
+            print(f"note: over an hour on this CPU (the defaults are the paper's GPU run). A quick run: {QUICK_RUN}")
 
     def speed(self, step):
         step_s = (time.perf_counter() - self.start[1]) / max(step - self.start[0], 1)
@@ -866,6 +853,24 @@ class Progress:
         if self.tty and time.perf_counter() - self.shown > 0.5:  # loss.item() waits for the device: not too often
             self.shown = time.perf_counter()
             print(f"\rstep {step}/{self.total} | loss {loss.item():.4f} | {self.speed(step)}\033[K", end="", flush=True)
+
+
+def time_step(forward_backward, model, batch):
+    """(seconds a step of the whole batch takes, items timed): forward_backward(n), the first batch's first n
+    items, timed for n doubling from batch / 64 until a call takes a second, then scaled to the batch. Its
+    gradients are dropped and dropout's draws forked, so that training goes on as without it."""
+    dev, n = next(model.parameters()).device, max(1, batch // 64)
+    with torch.random.fork_rng(devices=[dev] if dev.type == "cuda" else []):
+        forward_backward(n)  # untimed: the first call pays one-time costs
+        while True:
+            t = time.perf_counter()
+            forward_backward(n).item()  # .item() waits for the device
+            seconds = time.perf_counter() - t
+            if seconds >= 1.0 or n == batch:
+                break
+            n = min(2 * n, batch)
+    model.zero_grad(set_to_none=True)
+    return seconds * batch / n, n
 
 
 def duration(s):

@@ -506,15 +506,14 @@ def test_compare_arms_train_and_resume_exactly(arm, tmp_path, monkeypatch):
 @pytest.mark.parametrize("arm", list(compare.INIT))
 def test_compare_arms_train_on_a_stand_in_device(arm, tmp_path, monkeypatch):
     """Every arm's new parameters, buffers and draws on the stand-in for a GPU (StandIn): an epoch, its
-    evaluation and checkpoint, then a resumed one, with no CPU tensor in device work."""
+    evaluation and checkpoint, with no CPU tensor in device work (resuming on it: the program's own test)."""
     write_cifar(tmp_path, n_per_batch=16)
     monkeypatch.chdir(tmp_path)
-    args = [f"--compare={arm}", *TINY, "--epochs=2", "--device=meta", f"--data_dir={tmp_path}", "--out_dir=run"]
+    args = [f"--compare={arm}", *TINY, "--epochs=1", "--device=meta", f"--data_dir={tmp_path}", "--out_dir=run"]
     if arm == "subset":
         args += ["--subset_size=30", "--batch_size=10"]
     with StandIn():
-        assert compare.main([*args, "--stop_epoch=1"]) is None
-        assert compare.main([*args, "--resume=True"])["epochs_done"] >= 2
+        assert compare.main(args)["epochs_done"] >= 1
 
 
 def test_table4_trains_on_a_stand_in_device(tmp_path, monkeypatch):

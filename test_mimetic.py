@@ -1428,17 +1428,22 @@ class Stop(Exception):
     pass
 
 
+def tiny_program(prog, tmp_path):
+    """(module, its tiny args with --data_dir) for prog "vit" or "lm", tiny synthetic data written in tmp_path."""
+    if prog == "vit":
+        return mv, TINY + [f"--data_dir={write_cifar(tmp_path)}"]
+    write_corpus(str(tmp_path / "ptb"))
+    return lm, LM_TINY + [f"--data_dir={tmp_path}"]
+
+
 @pytest.mark.parametrize("prog", ["vit", "lm"])
 @pytest.mark.parametrize("init", ["mimetic", "default"])
 def test_main_trains_the_model_with_the_attention_init(prog, init, tmp_path, monkeypatch):
     """The one call the project exists for: the model that main() hands to train() has W_V W_proj = a2 Z2 - b2 I
     in every block (mean diagonal -b2, eq 2) and W_Q W_K^T with a positive diagonal (eq 1) with --init=mimetic,
     and neither with --init=default (timm-style std 0.02: products near 0)."""
-    if prog == "vit":
-        module, args, b2 = mv, TINY + [f"--data_dir={write_cifar(tmp_path)}"], 0.4
-    else:
-        write_corpus(str(tmp_path / "ptb"))
-        module, args, b2 = lm, LM_TINY + [f"--data_dir={tmp_path}"], 0.2
+    module, args = tiny_program(prog, tmp_path)
+    b2 = {"vit": 0.4, "lm": 0.2}[prog]
     seen = {}
 
     def spy(model, *a, **k):
@@ -1492,13 +1497,9 @@ def adam_momentum_norm(path):
 def test_gradients_are_clipped_before_the_step(prog, tmp_path):
     """With --grad_clip=c every gradient the optimizer sees has a global norm of at most c, so AdamW's first
     moment (a weighted mean of them, weights summing to less than 1) is at most c; unclipped it is far larger."""
-    if prog == "vit":
-        main, args = mv.main, TINY + ["--epochs=1", f"--data_dir={write_cifar(tmp_path)}"]
-    else:
-        write_corpus(str(tmp_path / "ptb"))
-        main, args = lm.main, LM_TINY + ["--epochs=1", f"--data_dir={tmp_path}"]
+    module, args = tiny_program(prog, tmp_path)
     for clip in (1e-4, 0):
-        main(args + [f"--grad_clip={clip}", f"--out_dir={tmp_path / str(clip)}"])
+        module.main(args + ["--epochs=1", f"--grad_clip={clip}", f"--out_dir={tmp_path / str(clip)}"])
     clipped, free = (adam_momentum_norm(tmp_path / clip / "ckpt.pt") for clip in ("0.0001", "0"))
     assert clipped <= 1e-4 < 1e-2 < free
 
@@ -1507,12 +1508,8 @@ def test_gradients_are_clipped_before_the_step(prog, tmp_path):
 def test_gradients_are_zeroed_after_every_step(prog, tmp_path, monkeypatch):
     """Every training step starts from no gradient (zero_grad after each step; else they accumulate). The
     estimate's own timing steps are left out here (they are dropped, which test_progress_* checks)."""
-    module = {"vit": mv, "lm": lm}[prog]
-    if prog == "vit":
-        args = TINY + ["--epochs=1", f"--data_dir={write_cifar(tmp_path)}"]
-    else:
-        write_corpus(str(tmp_path / "ptb"))
-        args = LM_TINY + ["--epochs=1", f"--data_dir={tmp_path}"]
+    module, args = tiny_program(prog, tmp_path)
+    args += ["--epochs=1"]
     real, clean = module.forward_backward, []
 
     def spy(net, x, y, amp):
@@ -1688,12 +1685,8 @@ def test_lm_broken_data_file_stops_before_training(case, tmp_path, capsys):
 def test_corrupt_checkpoint_stops_before_training(prog, name, tmp_path, capsys):
     """--resume with a checkpoint that cannot be read (here: overwritten by other bytes) stops at once; the LM
     also checks best.pt, which it would otherwise read only after training, for the final numbers."""
-    if prog == "vit":
-        write_cifar(tmp_path)
-        main, args = mv.main, TINY + [f"--data_dir={tmp_path}", f"--out_dir={tmp_path / 'run'}"]
-    else:
-        write_corpus(str(tmp_path / "ptb"))
-        main, args = lm.main, LM_TINY + [f"--data_dir={tmp_path}", f"--out_dir={tmp_path / 'run'}"]
+    module, args = tiny_program(prog, tmp_path)
+    main, args = module.main, args + [f"--out_dir={tmp_path / 'run'}"]
     assert main(args + ["--epochs=2", "--stop_epoch=1"]) is None
     path = tmp_path / "run" / name
     path.write_bytes(b"\xa3" + path.read_bytes()[1:])
@@ -1744,30 +1737,26 @@ def close_histories(a, b, keys, rel=0.05):
 
 
 @needs_cuda
-def test_gpu_vit_with_cuda_defaults_learns_and_resumes(tmp_path, cuda_spies):
-    write_cifar(tmp_path, n_per_batch=256, n_test=256)
-    args = TINY + ["--epochs=4", "--lr=0.01", "--batch_size=64", f"--data_dir={tmp_path}"]
-    full = mv.main(args + [f"--out_dir={tmp_path / 'full'}"])
+@pytest.mark.parametrize("prog", ["vit", "lm"])
+def test_gpu_cuda_defaults_learn_and_resume(prog, tmp_path, cuda_spies):
+    """Each program with its CUDA defaults (bf16 autocast, torch.compile, fused AdamW): the loss falls, and a run
+    split by --stop_epoch and resumed gives the uninterrupted history within bf16 tolerance."""
+    if prog == "vit":
+        write_cifar(tmp_path, n_per_batch=256, n_test=256)
+        main, evaluated = mv.main, "test_loss"
+        args = TINY + ["--epochs=4", "--lr=0.01", "--batch_size=64", f"--data_dir={tmp_path}"]
+    else:
+        write_corpus(str(tmp_path / "ptb"), lines=(1200, 100, 100))
+        main, evaluated = lm.main, "val_loss"
+        args = [a for a in LM_TINY if not a.startswith(("--compile", "--device"))]
+        args += ["--epochs=4", "--dropout=0", "--emb_dropout=0", "--word_dropout=0", f"--data_dir={tmp_path}"]
+    full = main(args + [f"--out_dir={tmp_path / 'full'}"])
     assert full["precision"] == "bf16 autocast" and not full["hardware"].startswith("CPU")
     assert cuda_spies["compile"] >= 1 and cuda_spies["fused"] == [True]
     assert full["history"][-1]["train_loss"] < 0.9 * full["history"][0]["train_loss"]
-    assert mv.main(args + [f"--out_dir={tmp_path / 'split'}", "--stop_epoch=2"]) is None
-    split = mv.main(args + [f"--out_dir={tmp_path / 'split'}", "--resume=True"])
-    close_histories(full["history"], split["history"], ["train_loss", "test_loss"])
-
-
-@needs_cuda
-def test_gpu_lm_with_cuda_defaults_learns_and_resumes(tmp_path, cuda_spies):
-    write_corpus(str(tmp_path / "ptb"), lines=(1200, 100, 100))
-    args = [a for a in LM_TINY if not a.startswith(("--compile", "--device"))]
-    args += ["--epochs=4", "--dropout=0", "--emb_dropout=0", "--word_dropout=0", f"--data_dir={tmp_path}"]
-    full = lm.main(args + [f"--out_dir={tmp_path / 'full'}"])
-    assert full["precision"] == "bf16 autocast" and not full["hardware"].startswith("CPU")
-    assert cuda_spies["compile"] >= 1 and cuda_spies["fused"] == [True]
-    assert full["history"][-1]["train_loss"] < 0.9 * full["history"][0]["train_loss"]
-    assert lm.main(args + [f"--out_dir={tmp_path / 'split'}", "--stop_epoch=2"]) is None
-    split = lm.main(args + [f"--out_dir={tmp_path / 'split'}", "--resume=True"])
-    close_histories(full["history"], split["history"], ["train_loss", "val_loss"])
+    assert main(args + [f"--out_dir={tmp_path / 'split'}", "--stop_epoch=2"]) is None
+    split = main(args + [f"--out_dir={tmp_path / 'split'}", "--resume=True"])
+    close_histories(full["history"], split["history"], ["train_loss", evaluated])
 
 
 @needs_cuda

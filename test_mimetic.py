@@ -131,8 +131,10 @@ def write_cifar(root, n_per_batch=64, n_test=100, seed=0, classes=10):
     return root
 
 
+# The tiny runs pin --device=cpu (as LM_TINY does): they check fp32 CPU behaviour, and on a GPU machine the same test
+# command must pass (an H200 run found test_cli_end_to_end asserting "CPU" of a CUDA run); the GPU tests drop it.
 TINY = ["--width=32", "--depth=2", "--heads=2", "--patch_size=8", "--batch_size=32", "--ra_n=1",
-        "--log_interval=4", "--eval_batch_size=64"]
+        "--log_interval=4", "--eval_batch_size=64", "--device=cpu"]
 
 
 def readme_snippet(name):
@@ -192,7 +194,8 @@ def write_corpus(folder, lines=(300, 40, 40), vocab=30, seed=0):
                 f.write(" " + " ".join(seq) + " \n")
 
 
-TINY_ARGS = ["--width=32", "--depth=2", "--heads=2", "--ra_n=1", "--log_interval=4", "--eval_batch_size=64"]
+TINY_ARGS = ["--width=32", "--depth=2", "--heads=2", "--ra_n=1", "--log_interval=4", "--eval_batch_size=64",
+             "--device=cpu"]
 
 
 # ==================================================================================================
@@ -1744,7 +1747,8 @@ def test_gpu_cuda_defaults_learn_and_resume(prog, tmp_path, cuda_spies):
     if prog == "vit":
         write_cifar(tmp_path, n_per_batch=256, n_test=256)
         main, evaluated = mv.main, "test_loss"
-        args = TINY + ["--epochs=4", "--lr=0.01", "--batch_size=64", f"--data_dir={tmp_path}"]
+        args = [a for a in TINY if not a.startswith("--device")]
+        args += ["--epochs=4", "--lr=0.01", "--batch_size=64", f"--data_dir={tmp_path}"]
     else:
         write_corpus(str(tmp_path / "ptb"), lines=(1200, 100, 100))
         main, evaluated = lm.main, "val_loss"

@@ -116,6 +116,9 @@ def main(argv=None):
             raise SystemExit(f"error: --checkpoint={own['checkpoint']}: no such file (name a run's ckpt.pt or best.pt)")
         ckpt = program.load_checkpoint(own["checkpoint"])
         cfg = SimpleNamespace(**{**vars(cfg), **ckpt["config"], "data_dir": cfg.data_dir})  # defaults: older runs
+        if name == "vit" and cfg.dataset not in mimetic_vit.DATASETS:
+            raise SystemExit(f"error: --checkpoint={own['checkpoint']}: a {cfg.dataset} run of extras/table4.py; "
+                             f"this script draws runs of mimetic_vit.py (CIFAR) and mimetic_lm.py")
     out = own.get("out") or (os.path.join(os.path.dirname(own["checkpoint"]), "figures") if ckpt is not None
                              else os.path.join("out", f"figures-{name}-{cfg.init}-seed{cfg.seed}"))
     if name == "vit":

@@ -893,3 +893,8 @@ def test_main_fresh_and_from_checkpoints(runs, tmp_path, monkeypatch):
         figures.main(TINY)
     with pytest.raises(SystemExit, match="^error: --width=64: with --checkpoint the checkpoint's config decides"):
         figures.main(["--program=vit", f"--checkpoint={runs / 'vit' / 'ckpt.pt'}", "--width=64", data])
+    table4_run = mv.load_checkpoint(str(runs / "vit" / "ckpt.pt"))  # a checkpoint of extras/table4.py, say SVHN
+    table4_run["config"]["dataset"] = "svhn"
+    torch.save(table4_run, "svhn.pt")
+    with pytest.raises(SystemExit, match="^error: --checkpoint=svhn.pt: a svhn run of extras/table4.py; this script"):
+        figures.main(["--program=vit", "--checkpoint=svhn.pt", data])

@@ -133,13 +133,13 @@ def test_extras_figures_lm_products_at_init():
 
 
 def test_extras_bench_vit_line_and_flops(capsys):
-    ips = bench_vit.main(["--width=24", "--depth=1", "--heads=2", "--patch_size=8", "--batch_size=16"])
+    ips = bench_vit.main(["--width=24", "--depth=1", "--heads=2", "--patch_size=8", "--batch_size=16", "--device=cpu"])
     out = capsys.readouterr().out.strip().splitlines()
     assert ips > 0 and re.fullmatch(r"augmentation pipeline: \d+ img/s", out[-2]), out[-2]
     assert re.fullmatch(r"benchmark: \d+ img/s \| \d+\.\d\d TFLOP/s \(model matmuls\) \| CPU .* \| fp32 \| "
                         r"compile False \| width 24 depth 1 heads 2 patch 8 image 32 batch 16", out[-1]), out[-1]
     assert bench_vit.main(["--width=24", "--depth=1", "--heads=2", "--patch_size=16", "--batch_size=8",
-                           "--image_size=64"]) > 0  # Table 7: the 32x32 batch is resized before patching
+                           "--image_size=64", "--device=cpu"]) > 0  # Table 7: the 32x32 batch is resized first
     assert capsys.readouterr().out.strip().endswith("patch 16 image 64 batch 8")
     # the FLOP count against torch's own counter (the math attention kernel, so that it counts q k^T and att v)
     from torch.nn.attention import SDPBackend, sdpa_kernel

@@ -1,5 +1,5 @@
 """Print the README's laptop-scale tables (Tables 1, 2, 5, 6, Fig. 4, eqs 14-15, Fig. 6, the gap against the length
-of training, word-level PTB, our a1 = 0 basis) from the results files.
+of training, word-level PTB, our a1 = 0 basis) from the results files, and the GPU diagnosis from its logs.
 
     python results/scripts/laptop_tables.py        # from the repository root; prints Markdown
 
@@ -309,10 +309,50 @@ def word_ptb(seeds=range(3)):
     ], digits=2)
 
 
+GPU1 = "results/gpu-h200-table1-partial"  # the first GPU session: Table 1's pair, cut off at epoch 49
+GPU2 = "results/gpu-h200-diagnosis"  # the second: results/scripts/gpu_session2.sh, 7 (or 14) epochs of 100
+
+
+def epoch_line(log, n):
+    """(train loss, test accuracy) from the line "epoch n/..." of a training log, or None."""
+    for line in open(log):
+        if line.startswith(f"epoch {n}/"):
+            fields = line.split(" | ")
+            return float(fields[1].split()[-1]), float(fields[3].split()[-1])
+    return None
+
+
+def gpu_diagnosis():
+    """The paper's ViT-Tiny on one H200, the first epochs of the 100-epoch schedule: which setting stalls."""
+    print("| arm | flags beyond `python mimetic_vit.py` | seed | train loss, epoch 7 | test acc, epoch 7 | test acc, epoch 14 |")
+    print("|---|---|---|---|---|---|")
+    for arm, flags, seed, log, later in [
+        ("mimetic (first session)", "(none: lr 3e-3, bf16)", 0, f"{GPU1}/log-mimetic.txt", f"{GPU1}/log-mimetic.txt"),
+        ("mimetic", "(none)", 0, f"{GPU2}/mimetic.txt", None),
+        ("mimetic", "`--seed=1`", 1, f"{GPU2}/mimetic-seed1.txt", None),
+        ("mimetic, fp32", "`--precision=fp32`", 0, f"{GPU2}/mimetic-fp32.txt", None),
+        ("W_Q W_K^T only", "`--init=qk`", 0, f"{GPU2}/qk.txt", None),
+        ("W_V W_proj only", "`--init=vo`", 0, f"{GPU2}/vo.txt", None),
+        ("default (first session)", "`--init=default`", 0, f"{GPU1}/log-default.txt", f"{GPU1}/log-default.txt"),
+        ("default", "`--init=default`", 0, f"{GPU2}/default.txt", None),
+        ("mimetic, lr 1e-3", "`--lr=0.001`", 0, f"{GPU2}/mimetic-lr1e-3.txt", f"{GPU2}/mimetic-lr1e-3-resume.txt"),
+        ("mimetic, lr 1e-3", "`--lr=0.001 --seed=1`", 1, f"{GPU2}/mimetic-lr1e-3-seed1.txt",
+         f"{GPU2}/mimetic-lr1e-3-seed1-resume.txt"),
+        ("default, lr 1e-3", "`--init=default --lr=0.001`", 0, f"{GPU2}/default-lr1e-3.txt",
+         f"{GPU2}/default-lr1e-3-resume.txt"),
+        ("default, lr 1e-3", "`--init=default --lr=0.001 --seed=1`", 1, f"{GPU2}/default-lr1e-3-seed1.txt",
+         f"{GPU2}/default-lr1e-3-seed1-resume.txt"),
+    ]:
+        loss, acc = epoch_line(log, 7)
+        acc14 = f"[{epoch_line(later, 14)[1]:.2f}]({later})" if later else ""
+        print(f"| {arm} | {flags} | {seed} | {loss:.3f} | [{acc:.2f}]({log}) | {acc14} |")
+
+
 if __name__ == "__main__":
     for title, table in [("Table 1", table1), ("Table 2", table2), ("Fig. 4", fig4), ("Table 6", table6),
                          ("Table 5", table5), ("Eqs 14-15", eqs14_15), ("Fig. 6", fig6), ("a1 = 0 basis", lm_basis),
-                         ("Training length", training_length), ("Word PTB", word_ptb)]:
+                         ("Training length", training_length), ("Word PTB", word_ptb),
+                         ("GPU diagnosis", gpu_diagnosis)]:
         print(f"<!-- {title}: made by python results/scripts/laptop_tables.py -->\n")
         table()
         print()

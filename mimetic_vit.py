@@ -70,7 +70,7 @@ hflip = True              # random horizontal flip (standard for CIFAR; our choi
 # optimisation (Sec. 5.1: batch 512, AdamW, lr 3e-3, weight decay 0.01, 100 epochs)
 epochs = 100              # passes over the training set
 batch_size = 512          # images per step (Sec. 5.1)
-lr = 3e-3                 # peak learning rate
+lr = 3e-3                 # peak learning rate (Sec. 5.1; our GPU runs: the mimetic init stalls here, 1e-3 trains)
 weight_decay = 0.01       # applied to matrices only, not to biases, norms, tokens (our choice, as nanoGPT)
 warmup_frac = 0.05        # linear warmup over this fraction of steps, then cosine to 0 (our choice: none given)
 grad_clip = 1.0           # clip the global gradient norm (our choice; 0 = off)

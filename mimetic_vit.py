@@ -13,7 +13,9 @@ CPU quick run, the laptop recipe (all 50,000 training images, 2 epochs; about 10
     python mimetic_vit.py --width=96 --depth=4 --heads=3 --patch_size=4 --epochs=2 --batch_size=128
 --help lists every key with its default and why; extras/figures.py draws Figs. 1-2; extras/ has the side modes.
 Expected results (README.md links every number to its results file and log):
-  - paper, Table 1, ViT-Tiny, 100 epochs: 86.07% (default init) -> 90.78% (mimetic); ours on a GPU: not yet run.
+  - paper, Table 1, ViT-Tiny, 100 epochs: 86.07% (default init) -> 90.78% (mimetic). Ours on one H200, not yet
+    finished: at the paper's lr 3e-3 the mimetic init stalls at the peak rate (68.25% against 77.29% at epoch 49
+    of 100); at --lr=0.001 it leads, by about 3 points at epoch 14 (2 seeds).
   - the laptop recipe (AMD EPYC, 1 thread per arm, fp32, CIFAR-10 JPEG copy), seeds 0-4: 44.93 +- 1.20% (default
     init) -> 48.92 +- 1.90% (mimetic), mean +- std; gap 3.99, standard error 1.04.
 """

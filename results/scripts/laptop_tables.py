@@ -356,10 +356,10 @@ def depth(seeds=(0, 1)):
     for label, runs in [("4, 3e-3 (the 4-epoch row above)", f"{E}-e4"), ("12, 3e-3", f"{E.replace('d4', 'd12')}-e4"),
                         ("12, 1e-3", f"{E.replace('d4', 'd12')}-e4-lr1e-3")]:
         d, m = ([f"{runs}-{arm}-seed{k}" for k in seeds] for arm in ("default", "mimetic"))
-        diffs = " / ".join(f"{metric(b) - metric(a):+.2f}" if all(os.path.exists(os.path.join(p, "results.json"))
-                                                                  for p in (a, b)) else "-" for a, b in zip(d, m))
-        done = [p for p in d + m if os.path.exists(os.path.join(p, "results.json"))]
-        print(f"| {label} | {seed_cell(d)[0]} | {seed_cell(m)[0]} | {diffs} | {minutes(done)} |")
+        (d_cells, _, d_done), (m_cells, _, m_done) = seed_cell(d), seed_cell(m)
+        diffs = " / ".join(f"{metric(b) - metric(a):+.2f}" if a in d_done and b in m_done else "-" for a, b in zip(d, m))
+        print(f"| {label} | {d_cells} | {m_cells} | {diffs} | {minutes(d_done + m_done)} |")
+
 
 if __name__ == "__main__":
     for title, table in [("Table 1", table1), ("Table 2", table2), ("Fig. 4", fig4), ("Table 6", table6),

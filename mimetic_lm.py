@@ -732,9 +732,9 @@ def load_checkpoint(path):
     """A checkpoint, on the CPU; one that cannot be read stops the run, naming the file."""
     try:
         return torch.load(path, map_location="cpu", weights_only=False)
-    except Exception as e:  # truncated or overwritten: torch and pickle raise many kinds
-        raise SystemExit(f"error: {path} is not a readable checkpoint ({type(e).__name__}: {e}): put back a good "
-                         f"copy, or start afresh with another --out_dir") from e
+    except Exception as e:  # truncated or overwritten: torch and pickle raise many kinds; repr keeps it one line
+        raise SystemExit(f"error: {path} is not a readable checkpoint ({e!r}): put back a good copy, or start "
+                         f"afresh with another --out_dir") from e
 
 
 def save_checkpoint(cfg, model, opt, gen, state, vocab, improved, dev, rank, world):

@@ -363,8 +363,8 @@ def load_dataset(name, root):
             xs.append(torch.as_tensor(d["data"], dtype=torch.uint8).reshape(-1, 3, 32, 32))
             ys.append(torch.as_tensor(d[key], dtype=torch.long))
         except Exception as e:  # truncated, corrupt or another file: pickle raises many kinds
-            raise SystemExit(f"error: {path} is not a readable {name} batch ({type(e).__name__}: {e}): copy it "
-                             f"again, or delete {base}/ to download the dataset afresh") from e
+            raise SystemExit(f"error: {path} is not a readable {name} batch ({e!r}): copy it again, or delete "
+                             f"{base}/ to download the dataset afresh") from e
         if len(ys[-1]) == 0 or len(ys[-1]) != len(xs[-1]):
             raise SystemExit(f"error: {path} holds {len(xs[-1])} images and {len(ys[-1])} labels: copy it "
                              f"again, or delete {base}/ to download the dataset afresh")
@@ -626,9 +626,9 @@ def load_checkpoint(path):
     """A checkpoint, on the CPU; one that cannot be read stops the run, naming the file."""
     try:
         return torch.load(path, map_location="cpu", weights_only=False)
-    except Exception as e:  # truncated or overwritten: torch and pickle raise many kinds
-        raise SystemExit(f"error: {path} is not a readable checkpoint ({type(e).__name__}: {e}): put back a good "
-                         f"copy, or start afresh with another --out_dir") from e
+    except Exception as e:  # truncated or overwritten: torch and pickle raise many kinds; repr keeps it one line
+        raise SystemExit(f"error: {path} is not a readable checkpoint ({e!r}): put back a good copy, or start "
+                         f"afresh with another --out_dir") from e
 
 
 def save_checkpoint(cfg, model, opt, gen, state):

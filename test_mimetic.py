@@ -1652,15 +1652,18 @@ def stops_before_training(main, args, folder, message, capsys):
     assert "step " not in capsys.readouterr().out and snapshot(folder) == before
 
 
-@pytest.mark.parametrize("case", ["truncated", "corrupt", "empty test split"])
+@pytest.mark.parametrize("case", ["truncated", "corrupt", "corrupt, a line first", "empty test split"])
 def test_vit_broken_data_file_stops_before_training(case, tmp_path, capsys):
+    """A batch file truncated, corrupt or empty stops the run in one line that names it; b"Fx\\n" first (pickle's
+    FLOAT opcode, then a line) makes pickle's message quote that line, newline and all."""
     write_cifar(tmp_path)
     base = tmp_path / "cifar-10-batches-py"
     name = "test_batch" if case == "empty test split" else "data_batch_3"
     if case == "truncated":
         (base / name).write_bytes((base / name).read_bytes()[:5000])
-    elif case == "corrupt":
-        (base / name).write_bytes(b"\xa3" + (base / name).read_bytes()[1:])
+    elif case.startswith("corrupt"):
+        first = b"Fx\n" if "line" in case else b"\xa3"
+        (base / name).write_bytes(first + (base / name).read_bytes()[len(first):])
     else:
         with open(base / name, "wb") as f:
             pickle.dump({"data": torch.zeros(0, 3072, dtype=torch.uint8).numpy(), "labels": []}, f)
@@ -1684,15 +1687,17 @@ def test_lm_broken_data_file_stops_before_training(case, tmp_path, capsys):
     stops_before_training(lm.main, args, tmp_path, re.escape(str(path)) + ".*copy it again", capsys)
 
 
-@pytest.mark.parametrize("prog,name", [("vit", "ckpt.pt"), ("lm", "ckpt.pt"), ("lm", "best.pt")])
-def test_corrupt_checkpoint_stops_before_training(prog, name, tmp_path, capsys):
-    """--resume with a checkpoint that cannot be read (here: overwritten by other bytes) stops at once; the LM
-    also checks best.pt, which it would otherwise read only after training, for the final numbers."""
+@pytest.mark.parametrize("prog,name,first", [("vit", "ckpt.pt", b"\xa3"), ("vit", "ckpt.pt", b"Fx\n"),
+                                             ("lm", "ckpt.pt", b"Fx\n"), ("lm", "best.pt", b"\xa3")])
+def test_corrupt_checkpoint_stops_before_training(prog, name, first, tmp_path, capsys):
+    """--resume with a checkpoint that cannot be read (here: its first bytes overwritten) stops at once, in one
+    line that names the file (b"Fx\\n", pickle's FLOAT opcode and a line, makes pickle's message quote the
+    line, newline and all); the LM also checks best.pt, which it would otherwise read only after training."""
     module, args = tiny_program(prog, tmp_path)
     main, args = module.main, args + [f"--out_dir={tmp_path / 'run'}"]
     assert main(args + ["--epochs=2", "--stop_epoch=1"]) is None
     path = tmp_path / "run" / name
-    path.write_bytes(b"\xa3" + path.read_bytes()[1:])
+    path.write_bytes(first + path.read_bytes()[len(first):])
     capsys.readouterr()
     stops_before_training(main, args + ["--epochs=2", "--resume=True"], tmp_path,
                           re.escape(str(path)) + " is not a readable checkpoint", capsys)

@@ -328,8 +328,6 @@ def simple_init_(qkv_weight, proj_weight, num_heads, generator=None):
     proj_weight.copy_(-Z)                                      # W_proj = -Z
 
 
-
-
 @torch.no_grad()
 def init_attention_(model, init, alpha1, beta1, alpha2, beta2, vo_sign=-1, generator=None):
     """Every block's attention, after the default init and before torch.compile. init: mimetic (both products)

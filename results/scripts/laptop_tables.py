@@ -348,17 +348,19 @@ def gpu_diagnosis():
         print(f"| {arm} | {flags} | {seed} | {loss:.3f} | [{acc:.2f}]({log}) | {acc14} |")
 
 
-def depth(seeds=(0, 1)):
+def depth(seeds=(0, 1, 2)):
     """The laptop recipe for 4 epochs at depth 4 and at ViT-Tiny's depth 12, on a CPU in fp32, seeds paired: is the
     GPU stall a matter of depth (and rate) rather than of the GPU?"""
-    print("| depth, peak lr | default init, seeds 0 / 1 | mimetic init, seeds 0 / 1 | difference per seed | minutes per run |")
-    print("|---|---|---|---|---|")
+    names = " / ".join(map(str, seeds))
+    print(f"| depth, peak lr | default init, seeds {names} | mimetic init, seeds {names} | difference per seed | "
+          f"gap, paired (± SE) | minutes per run |")
+    print("|---|---|---|---|---|---|")
     for label, runs in [("4, 3e-3 (the 4-epoch row above)", f"{E}-e4"), ("12, 3e-3", f"{E.replace('d4', 'd12')}-e4"),
                         ("12, 1e-3", f"{E.replace('d4', 'd12')}-e4-lr1e-3")]:
         d, m = ([f"{runs}-{arm}-seed{k}" for k in seeds] for arm in ("default", "mimetic"))
         (d_cells, _, d_done), (m_cells, _, m_done) = seed_cell(d), seed_cell(m)
         diffs = " / ".join(f"{metric(b) - metric(a):+.2f}" if a in d_done and b in m_done else "-" for a, b in zip(d, m))
-        print(f"| {label} | {d_cells} | {m_cells} | {diffs} | {minutes(d_done + m_done)} |")
+        print(f"| {label} | {d_cells} | {m_cells} | {diffs} | {paired(d, m)} | {minutes(d_done + m_done)} |")
 
 
 if __name__ == "__main__":

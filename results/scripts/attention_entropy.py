@@ -1,0 +1,56 @@
+"""Attention entropy per layer of trained ViTs: does the mimetic arm that stalls at lr 3e-3 (depth 12, seed 0) attend
+differently from the arms that train? For each checkpoint, on the first 256 test images (no augmentation): every
+layer's attention entropy in nats, mean over images, heads and queries (uniform over 65 tokens: ln 65 = 4.17), and the
+largest attention logit |q.k| / sqrt(k). Run from the repository root:
+
+    python results/scripts/attention_entropy.py <run folder with ckpt.pt> ...
+"""
+import math
+import os
+import sys
+
+import torch
+from einops import rearrange
+
+sys.path.insert(0, os.getcwd())
+import mimetic_vit as mv  # noqa: E402
+
+
+@torch.no_grad()
+def entropy_and_logits(model, x):
+    """Per layer: (mean entropy of the attention rows, largest |logit|)."""
+    x, out = model.embed(x), []
+    for block in model.blocks:
+        q, k, _ = rearrange(block.attn.qkv(block.norm1(x)), "b n (three h k) -> three b h n k", three=3,
+                            h=block.attn.heads)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (B, h, N, N)
+        p = torch.softmax(scores, dim=-1)
+        entropy = -(p * torch.log(p.clamp(min=1e-30))).sum(-1).mean().item()
+        out.append((entropy, scores.abs().max().item()))
+        x = block(x)
+    return out
+
+
+def main(folders):
+    torch.set_num_threads(1)
+    _, _, test_x, _ = mv.load_dataset("cifar10", "data")
+    mean, std = mv.norm_stats(mv.MEAN_STD["cifar10"], torch.device("cpu"))
+    for folder in folders:
+        ckpt = torch.load(os.path.join(folder, "ckpt.pt"), map_location="cpu", weights_only=False)
+        cfg = mv.parse_config([f"--{k}={v}" for k, v in ckpt["config"].items() if k in mv.config_keys])
+        model = mv.build_model(cfg, 10)
+        model.load_state_dict(ckpt["model"])
+        model.eval()
+        x = mv.to_input(test_x[:256], mean, std, model.config.image_size)
+        layers = entropy_and_logits(model, x)
+        last = ckpt["history"][-1]
+        print(f"{os.path.basename(folder.rstrip('/'))}: test acc {last['test_acc']:.2f}, train loss "
+              f"{last['train_loss']:.3f}")
+        print("  entropy per layer: " + " ".join(f"{e:.2f}" for e, _ in layers))
+        print("  max |logit| per layer: " + " ".join(f"{m:.1f}" for _, m in layers))
+        print(f"  mean entropy {sum(e for e, _ in layers) / len(layers):.2f}, lowest {min(e for e, _ in layers):.2f}; "
+              f"largest logit {max(m for _, m in layers):.1f}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

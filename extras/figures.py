@@ -58,11 +58,11 @@ def weight_products(model):
 
 
 @torch.no_grad()
-def attention_maps(model, x, causal):
-    """Every layer's attention probabilities, averaged over heads and the batch: (depth, N, N). Computed explicitly
-    from the layer's qkv (scaled_dot_product_attention does not return them); causal as the LM's layer
-    (is_causal=True). Give a model in eval mode, so that dropout is off."""
-    x, maps = model.embed(x), []
+def attention_scores(model, x, causal):
+    """Each layer's attention logits q.k / sqrt(k), (B, h, N, N), one layer at a time. Computed explicitly from the
+    layer's qkv (scaled_dot_product_attention does not return them); causal as the LM's layer (is_causal=True):
+    -inf above the diagonal. Give a model in eval mode, so that dropout is off."""
+    x = model.embed(x)
     for block in model.blocks:
         q, k, _ = rearrange(block.attn.qkv(block.norm1(x)), "b n (three h k) -> three b h n k", three=3,
                             h=block.attn.heads)
@@ -70,9 +70,14 @@ def attention_maps(model, x, causal):
         if causal:
             future = torch.ones(scores.shape[-2:], dtype=torch.bool, device=scores.device).triu(1)
             scores = scores.masked_fill(future, float("-inf"))
-        maps.append(torch.softmax(scores, dim=-1).mean(dim=(0, 1)))
+        yield scores
         x = block(x)
-    return torch.stack(maps)
+
+
+@torch.no_grad()
+def attention_maps(model, x, causal):
+    """Every layer's attention probabilities, averaged over heads and the batch: (depth, N, N)."""
+    return torch.stack([torch.softmax(s, dim=-1).mean(dim=(0, 1)) for s in attention_scores(model, x, causal)])
 
 
 def diverging(m):

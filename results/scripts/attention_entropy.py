@@ -5,29 +5,25 @@ largest attention logit |q.k| / sqrt(k). Run from the repository root:
 
     python results/scripts/attention_entropy.py <run folder with ckpt.pt> ...
 """
-import math
 import os
 import sys
 
 import torch
-from einops import rearrange
 
 sys.path.insert(0, os.getcwd())
+sys.path.insert(0, os.path.join(os.getcwd(), "extras"))
+import figures  # noqa: E402
 import mimetic_vit as mv  # noqa: E402
 
 
 @torch.no_grad()
 def entropy_and_logits(model, x):
     """Per layer: (mean entropy of the attention rows, largest |logit|)."""
-    x, out = model.embed(x), []
-    for block in model.blocks:
-        q, k, _ = rearrange(block.attn.qkv(block.norm1(x)), "b n (three h k) -> three b h n k", three=3,
-                            h=block.attn.heads)
-        scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (B, h, N, N)
+    out = []
+    for scores in figures.attention_scores(model, x, causal=False):
         p = torch.softmax(scores, dim=-1)
         entropy = -(p * torch.log(p.clamp(min=1e-30))).sum(-1).mean().item()
         out.append((entropy, scores.abs().max().item()))
-        x = block(x)
     return out
 
 

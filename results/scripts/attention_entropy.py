@@ -7,6 +7,7 @@ largest attention logit |q.k| / sqrt(k). Run from the repository root:
 """
 import os
 import sys
+from types import SimpleNamespace
 
 import torch
 
@@ -32,8 +33,8 @@ def main(folders):
     _, _, test_x, _ = mv.load_dataset("cifar10", "data")
     mean, std = mv.norm_stats(mv.MEAN_STD["cifar10"], torch.device("cpu"))
     for folder in folders:
-        ckpt = torch.load(os.path.join(folder, "ckpt.pt"), map_location="cpu", weights_only=False)
-        cfg = mv.parse_config([f"--{k}={v}" for k, v in ckpt["config"].items() if k in mv.config_keys])
+        ckpt = mv.load_checkpoint(os.path.join(folder, "ckpt.pt"))
+        cfg = SimpleNamespace(**{**vars(mv.parse_config([])), **ckpt["config"]})  # as extras/figures.py reads a run
         model = mv.build_model(cfg, 10)
         model.load_state_dict(ckpt["model"])
         model.eval()

@@ -355,12 +355,14 @@ def depth(seeds=(0, 1, 2)):
     print(f"| depth, peak lr | default init, seeds {names} | mimetic init, seeds {names} | difference per seed | "
           f"gap, paired (± SE) | minutes per run |")
     print("|---|---|---|---|---|---|")
-    for label, runs in [("4, 3e-3 (the 4-epoch row above)", f"{E}-e4"), ("12, 3e-3", f"{E.replace('d4', 'd12')}-e4"),
-                        ("12, 1e-3", f"{E.replace('d4', 'd12')}-e4-lr1e-3"),
-                        ("12, 3e-3, warmup 25% of the steps", f"{E.replace('d4', 'd12')}-e4-warmup0.25")]:
+    d12 = E.replace("d4", "d12")  # the same recipe at depth 12
+    rows = [("4, 3e-3 (the 4-epoch row above)", f"{E}-e4"), ("12, 3e-3", f"{d12}-e4"), ("12, 1e-3", f"{d12}-e4-lr1e-3"),
+            ("12, 3e-3, warmup 25% of the steps", f"{d12}-e4-warmup0.25")]
+    for label, runs in rows:
         d, m = ([f"{runs}-{arm}-seed{k}" for k in seeds] for arm in ("default", "mimetic"))
         (d_cells, _, d_done), (m_cells, _, m_done) = seed_cell(d), seed_cell(m)
-        diffs = " / ".join(f"{metric(b) - metric(a):+.2f}" if a in d_done and b in m_done else "-" for a, b in zip(d, m))
+        diffs = " / ".join(f"{metric(b) - metric(a):+.2f}" if a in d_done and b in m_done else "-"
+                           for a, b in zip(d, m))
         print(f"| {label} | {d_cells} | {m_cells} | {diffs} | {paired(d, m)} | {minutes(d_done + m_done)} |")
 
 

@@ -64,18 +64,30 @@ dataset = "cifar10"       # cifar10 | cifar100 (Table 4; SVHN and Tiny ImageNet:
 data_dir = "data"         # holds cifar-10-batches-py/ (official python layout) or receives the download
 image_size = 0            # resize to this side before patching (Table 7: 32 to 256); 0 = the dataset's own, 32
 train_subset = 0          # use only the first N training images (0 = all)
-ra_n = 2                  # RandAugment: ops per image (torchvision's default; the paper gives none)
-ra_m = 9                  # RandAugment: magnitude, 0-30 of 31 bins (torchvision's default; our choice)
-ra_chunk = 8              # images sharing one RandAugment draw of ops (torchvision draws once a call; our choice)
-cutout = 16               # Cutout square side in pixels (DeVries & Taylor 2017 for CIFAR-10; our choice)
-hflip = True              # random horizontal flip (standard for CIFAR; our choice, not in the paper)
+# augmentation, drawn per image: the authors' CIFAR-10 script (locuslab/convmixer-cifar10 train.py lines 16-20, 69-77;
+# the paper: "RandAugment and Cutout", no settings). Our order: flip, then torchvision's crop, RandAugment, jitter,
+# then normalise, random erasing, Cutout (the script flips after the crop: the same distribution)
+hflip = True              # random horizontal flip, p = 0.5 (train.py line 71)
+crop_scale = 0.75         # RandomResizedCrop(32, scale=(crop_scale, 1), ratio=(1, 1)) (train.py lines 16, 70); 1 = off
+ra_n = 1                  # RandAugment: ops per image (train.py lines 19, 72); 0 = off
+ra_m = 8                  # RandAugment: magnitude, 0-30 of 31 bins (train.py line 18)
+jitter = 0.1              # ColorJitter(jitter, jitter, jitter): brightness, contrast, saturation (train.py 20, 73)
+reprob = 0.25             # RandomErasing(p=reprob) after normalising, torchvision's sizes (train.py lines 17, 76)
+cutout = 0                # Cutout square side in pixels (DeVries & Taylor 2017; recipe v1: 16; the script: none)
+ra_chunk = 1              # images sharing one draw of crop, RandAugment, jitter, erasing: 1 = per image (v1: 8)
+workers = -1              # processes augmenting beside training; -1 = CPU cores - 1 (at most 16) on CUDA, else 1;
+                          # 0 = in the main process (our choice; train.py line 31: 2). The batches do not depend on it
 # optimisation (Sec. 5.1: batch 512, AdamW, lr 3e-3, weight decay 0.01, 100 epochs)
 epochs = 100              # passes over the training set
 batch_size = 512          # images per step (Sec. 5.1)
-lr = 3e-3                 # peak learning rate (Sec. 5.1; our GPU runs: the mimetic init stalls here, 1e-3 trains)
-weight_decay = 0.01       # applied to matrices only, not to biases, norms, tokens (our choice, as nanoGPT)
-warmup_frac = 0.05        # linear warmup over this fraction of steps, then cosine to 0 (our choice: none given)
-grad_clip = 1.0           # clip the global gradient norm (our choice; 0 = off)
+lr = 3e-3                 # peak learning rate (Sec. 5.1)
+weight_decay = 0.01       # applied to matrices only, not to biases, norms, tokens (our choice, as nanoGPT; the
+                          # script decays all parameters, train.py line 102, and has no tokens)
+schedule = "onecycle"     # onecycle: linear 0 -> lr at warmup_frac -> lr/20 at 80% -> 0 at the end, set before every
+                          # step (train.py lines 99-100, 114-115) | cosine: linear warmup, then cosine to 0 (v1)
+warmup_frac = 0.4         # fraction of the steps spent rising to the peak (train.py: 2E/5; v1: 0.05)
+grad_clip = 0.0           # clip the global gradient norm to this; 0 = off (train.py lines 28, 123-125: off; v1: 1)
+recipe = "authors"        # authors (the lines above) | v1: our first recipe, that of the older results (RECIPES)
 # system
 seed = 0                  # the default init, the mimetic noise, the data order and augmentation
 device = ""               # "" = cuda if available, else mps if available, else cpu
@@ -87,6 +99,14 @@ out_dir = ""              # "" = out/vit-<dataset>-<init>-seed<seed>; a new run 
 resume = False            # continue from <out_dir>/ckpt.pt (the same settings, up to device, compile and logging)
 stop_epoch = 0            # end this invocation after this epoch (0 = run to the end); resume it later
 config_keys = [k for k, v in globals().items() if not k.startswith("_") and isinstance(v, (bool, int, float, str))]
+
+# --recipe=v1: this project's first choices, where the paper is silent, before it followed the authors' script; the
+# older results ran with them. Used for the keys not given on the command line, as mimetic_lm.py's PRESETS
+RECIPES = {
+    "authors": {},
+    "v1": dict(schedule="cosine", warmup_frac=0.05, grad_clip=1.0, crop_scale=1.0, ra_n=2, ra_m=9, jitter=0.0,
+               reprob=0.0, cutout=16, ra_chunk=8),
+}
 # -----------------------------------------------------------------------------------------------
 # model
 
@@ -332,9 +352,9 @@ def build_model(cfg, num_classes):
 
 
 # -----------------------------------------------------------------------------------------------
-# data: a dataset lives whole on the training device as uint8 (N, 3, 32, 32) and is augmented there,
-# batch by batch, at its own size (so RandAugment and Cutout keep their CIFAR meaning), then resized to
-# image_size (Table 7)
+# data: a dataset lives whole in memory as uint8 (N, 3, 32, 32). Training batches are augmented per image on the
+# CPU (at the images' own size, so that the transforms keep their CIFAR meaning), beside training in DataLoader
+# workers, then moved to the device and resized to image_size (Table 7). Test images live on the device.
 DATASETS = {  # name: (folder in the official python layout, file names, label key, classes)
     "cifar10": ("cifar-10-batches-py", [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"], "labels", 10),
     "cifar100": ("cifar-100-python", ["train", "test"], "fine_labels", 100),
@@ -386,25 +406,55 @@ def norm_stats(mean_std, dev):
     return tuple(torch.tensor(v, device=dev).view(1, 3, 1, 1) for v in mean_std)
 
 
-def augment(x, gen, cfg, mean, std):
-    """uint8 (B, 3, H, W) -> normalised float (B, 3, H, W): flip, RandAugment, Cutout. Flips and Cutout
-    draw from `gen` per image; RandAugment (torchvision's transform, which draws from torch's global RNG)
-    draws its ops once per chunk of cfg.ra_chunk images. Both states are checkpointed."""
+def augment(x, cfg, mean, std):
+    """uint8 (B, 3, H, W) -> normalised float (B, 3, H, W), every draw from torch's global RNG: a flip per image,
+    then torchvision's public transforms (RandomResizedCrop, RandAugment, ColorJitter; after normalising,
+    RandomErasing), which draw once a call: called on each chunk of cfg.ra_chunk images (1: per image); Cutout."""
     B, _, H, W = x.shape
     if cfg.hflip:
-        flip = (torch.rand(B, generator=gen) < 0.5).to(x.device)
-        x = torch.where(flip[:, None, None, None], x.flip(-1), x)
+        x = torch.where((torch.rand(B) < 0.5)[:, None, None, None], x.flip(-1), x)
+    before, after = [], []
+    if cfg.crop_scale < 1:
+        before.append(T.RandomResizedCrop((H, W), scale=(cfg.crop_scale, 1.0), ratio=(1.0, 1.0)))
     if cfg.ra_n > 0:
-        randaugment = T.RandAugment(num_ops=cfg.ra_n, magnitude=cfg.ra_m)
-        x = torch.cat([randaugment(chunk) for chunk in x.split(cfg.ra_chunk)])
-    x = (x.float() / 255.0 - mean) / std
+        before.append(T.RandAugment(num_ops=cfg.ra_n, magnitude=cfg.ra_m))
+    if cfg.jitter > 0:
+        before.append(T.ColorJitter(cfg.jitter, cfg.jitter, cfg.jitter))
+    if cfg.reprob > 0:
+        after.append(T.RandomErasing(p=cfg.reprob))
+    before, after = T.Compose(before or [T.Identity()]), T.Compose(after or [T.Identity()])
+    x = torch.cat([after((before(chunk).float() / 255.0 - mean) / std) for chunk in x.split(cfg.ra_chunk)])
     if cfg.cutout > 0:  # DeVries & Taylor 2017: zero (the mean) a square clipped at the border, centred anywhere
-        cy, cx = (torch.randint(n, (B, 1), generator=gen).to(x.device) for n in (H, W))
-        ys, xs = torch.arange(H, device=x.device), torch.arange(W, device=x.device)
-        inside_y = (ys >= cy - cfg.cutout // 2) & (ys < cy - cfg.cutout // 2 + cfg.cutout)  # (B, H)
-        inside_x = (xs >= cx - cfg.cutout // 2) & (xs < cx - cfg.cutout // 2 + cfg.cutout)  # (B, W)
-        x = x.masked_fill((inside_y[:, :, None] & inside_x[:, None, :])[:, None], 0.0)
+        cy, cx = torch.randint(H, (B, 1)), torch.randint(W, (B, 1))
+        inside_y = (torch.arange(H) >= cy - cfg.cutout // 2) & (torch.arange(H) < cy - cfg.cutout // 2 + cfg.cutout)
+        inside_x = (torch.arange(W) >= cx - cfg.cutout // 2) & (torch.arange(W) < cx - cfg.cutout // 2 + cfg.cutout)
+        x = x.masked_fill((inside_y[:, :, None] & inside_x[:, None, :])[:, None], 0.0)  # (B, 1, H, W)
     return x
+
+
+class TrainBatches(torch.utils.data.Dataset):
+    """Item (indices, seed): those training images, augmented with torch's RNG seeded with `seed`, and their
+    labels. A batch is the same bits whichever process makes it, and the caller's RNG is left as it was."""
+
+    def __init__(self, x, y, cfg, mean_std):
+        self.x, self.y, self.cfg, self.mean_std = x, y, cfg, norm_stats(mean_std, "cpu")
+
+    def __getitem__(self, item):
+        idx, seed = item
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            return augment(self.x[idx], self.cfg, *self.mean_std), self.y[idx]
+
+
+def train_loader(train_x, train_y, cfg, mean_std, dev):
+    """A DataLoader over TrainBatches whose order is the list it returns, refilled with (indices, seed) pairs
+    before each epoch; cfg.workers processes make the batches ahead of training, into pinned memory on CUDA."""
+    workers = cfg.workers if cfg.workers >= 0 else min(16, os.cpu_count() - 1) if dev.type == "cuda" else 1
+    order = []
+    loader = torch.utils.data.DataLoader(TrainBatches(train_x, train_y, cfg, mean_std), batch_size=None,
+                                         sampler=order, num_workers=workers, pin_memory=dev.type == "cuda",
+                                         persistent_workers=workers > 0, prefetch_factor=4 if workers else None)
+    return loader, order
 
 
 def resize(x, size):
@@ -439,11 +489,12 @@ def evaluate(model, x, y, mean, std, batch, amp):
 
 
 # -----------------------------------------------------------------------------------------------
-# optimizer and schedule (our choice: the paper gives none)
+# optimizer and schedule (the paper: AdamW; the schedule follows the authors' script)
 
 def make_optimizer(model, lr, weight_decay, dev):
-    """AdamW (Sec. 5.1); weight decay on matrices only, not on biases, norms, class token or position
-    embeddings (our choice, as nanoGPT: decaying the position embeddings would erode the sinusoids)."""
+    """AdamW (Sec. 5.1), torch's default betas and eps (as train.py line 102); weight decay on matrices only,
+    not on biases, norms, class token or position embeddings (our choice, as nanoGPT: decaying the position
+    embeddings would erode the sinusoids)."""
     decay, no_decay = [], []
     for n, p in model.named_parameters():
         (decay if p.dim() >= 2 and n not in ("pos_embed", "cls_token") else no_decay).append(p)
@@ -452,11 +503,22 @@ def make_optimizer(model, lr, weight_decay, dev):
                              fused=dev.type == "cuda")
 
 
-def get_lr(step, total_steps, warmup_steps, peak):
-    """Linear warmup to `peak` over warmup_steps, then cosine decay to 0 at total_steps."""
+def get_lr(step, total_steps, cfg):
+    """The learning rate set before step `step` (0-based) of total_steps. onecycle: train.py's
+    np.interp(t, [0, 2E/5, 4E/5, E], [0, lr, lr/20, 0]) at t = epochs done after this step (lines 99-100,
+    114-115), with 2E/5 = warmup_frac * E; so the last step runs at 0. cosine (v1): a linear warmup over
+    warmup_frac of the steps, then cosine decay to 0."""
+    if cfg.schedule == "onecycle":
+        t = (step + 1) / total_steps
+        knots = [(0.0, 0.0), (cfg.warmup_frac, cfg.lr), (0.8, cfg.lr / 20), (1.0, 0.0)]
+        for (t0, lr0), (t1, lr1) in zip(knots, knots[1:]):
+            if t <= t1:
+                return lr0 + (lr1 - lr0) * (t - t0) / (t1 - t0)
+        return 0.0
+    warmup_steps = max(1, round(cfg.warmup_frac * total_steps))
     if step < warmup_steps:
-        return peak * (step + 1) / warmup_steps
-    return peak * 0.5 * (1 + math.cos(math.pi * (step - warmup_steps) / max(1, total_steps - warmup_steps)))
+        return cfg.lr * (step + 1) / warmup_steps
+    return cfg.lr * 0.5 * (1 + math.cos(math.pi * (step - warmup_steps) / max(1, total_steps - warmup_steps)))
 
 
 # -----------------------------------------------------------------------------------------------
@@ -472,29 +534,32 @@ def forward_backward(net, x, y, amp):
 
 
 def train(model, data, mean_std, cfg, dev, amp, ckpt=None):
-    """AdamW on data = (train_x, train_y, test_x, test_y), uint8 images normalised with mean_std = (mean, std);
-    evaluates and checkpoints after every epoch. Returns the history, or None when stopped by --stop_epoch."""
+    """AdamW on data = (train_x, train_y, test_x, test_y): uint8 images, the training set on the CPU and the test
+    set on the device, normalised with mean_std = per-channel (mean, std) as in MEAN_STD; evaluates and
+    checkpoints after every epoch. Returns the history, or None when stopped by --stop_epoch."""
     train_x, train_y, test_x, test_y = data
     opt = make_optimizer(model, cfg.lr, cfg.weight_decay, dev)
     steps = len(train_x) // cfg.batch_size  # per epoch; the last partial batch is dropped (fixed shapes)
-    warmup = max(1, round(cfg.warmup_frac * cfg.epochs * steps))
-    gen = torch.Generator().manual_seed(cfg.seed)  # data order, flips, Cutout (RandAugment: torch's own RNG)
+    gen = torch.Generator().manual_seed(cfg.seed)  # the data order and each batch's augmentation seed
     state = restore(ckpt, opt, gen) if ckpt is not None else {"history": []}  # a resumed run goes on bit for bit
     history = state["history"]
     net = torch.compile(model) if cfg.compile == "true" or (cfg.compile == "auto" and dev.type == "cuda") else model
+    loader, order = train_loader(train_x, train_y, cfg, mean_std, dev)
+    test_stats = norm_stats(mean_std, dev)
     step = first_step = len(history) * steps
     t_start = time.perf_counter() - (history[-1]["elapsed_s"] if history else 0.0)  # wall time across resumes
     progress = Progress(cfg.epochs * steps, cfg.batch_size, "img", step)
     for epoch in range(len(history) + 1, cfg.epochs + 1):
-        perm = torch.randperm(len(train_x), generator=gen).to(dev)
+        perm = torch.randperm(len(train_x), generator=gen)
+        seeds = torch.randint(2 ** 62, (steps,), generator=gen).tolist()
+        order[:] = [(perm[i * cfg.batch_size:(i + 1) * cfg.batch_size], seeds[i]) for i in range(steps)]
         sums = torch.zeros(2, 3, device=dev)  # (this epoch, this log interval) x (loss * n, correct, n)
-        for i in range(steps):
-            idx = perm[i * cfg.batch_size:(i + 1) * cfg.batch_size]
-            xb = resize(augment(train_x[idx], gen, cfg, *mean_std), model.config.image_size)
-            yb = train_y[idx]
+        for i, (xb, yb) in enumerate(loader):
+            xb = resize(xb.to(dev, non_blocking=True), model.config.image_size)
+            yb = yb.to(dev, non_blocking=True)
             if step == first_step:  # forward and backward timed on slices of this batch: the run's cost, at once
                 progress.estimate(lambda n: forward_backward(model, xb[:n], yb[:n], amp)[0], model, len(xb), steps)
-            lr = get_lr(step, cfg.epochs * steps, warmup, cfg.lr)
+            lr = get_lr(step, cfg.epochs * steps, cfg)
             for group in opt.param_groups:
                 group["lr"] = lr
             loss, logits = forward_backward(net, xb, yb, amp)
@@ -512,7 +577,7 @@ def train(model, data, mean_std, cfg, dev, amp, ckpt=None):
                                f"acc {100 * hits / n:.1f} | lr {lr:.1e}", step)
                 sums[1] = 0
         loss_sum, hits, n = sums[0].tolist()
-        test_loss, test_acc = evaluate(net, test_x, test_y, *mean_std, cfg.eval_batch_size, amp)
+        test_loss, test_acc = evaluate(net, test_x, test_y, *test_stats, cfg.eval_batch_size, amp)
         if not math.isfinite(test_loss):  # never checkpoint weights that evaluate to NaN
             raise SystemExit(f"error: the test loss is not finite after epoch {epoch}; the last checkpoint is kept")
         history.append({"epoch": epoch, "train_loss": loss_sum / n, "train_acc": 100 * hits / n, "test_loss": test_loss,
@@ -547,8 +612,8 @@ def main(argv=None):
     print(f"model: {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters, "
           f"{model.config.num_tokens} tokens, {hardware(dev)}, {prec}")
 
-    data = [t.to(dev) for t in (train_x, train_y, test_x, test_y)]
-    history = train(model, data, norm_stats(MEAN_STD[cfg.dataset], dev), cfg, dev, amp, ckpt)
+    data = (train_x, train_y, test_x.to(dev), test_y.to(dev))  # the training set stays with the augmenting workers
+    history = train(model, data, MEAN_STD[cfg.dataset], cfg, dev, amp, ckpt)
     if history is None:  # stopped by --stop_epoch
         return None
     print(f"final test accuracy {history[-1]['test_acc']:.2f}")
@@ -560,9 +625,11 @@ def main(argv=None):
 # ===============================================================================================
 # tail: machinery the paper does not define (arguments, run folder, checkpoints and results, device, progress)
 CHOICES = {"init": INITS, "dataset": tuple(DATASETS), "pos_emb": ("sinusoidal", "learned"), "vo_sign": (-1, 1),
-           "precision": ("auto", "bf16", "fp32"), "compile": ("auto", "true", "false")}
+           "schedule": ("onecycle", "cosine"), "recipe": tuple(RECIPES), "precision": ("auto", "bf16", "fp32"),
+           "compile": ("auto", "true", "false")}
 BOOLS = {"true": True, "1": True, "false": False, "0": False}
-RESUME_FREE = {"resume", "stop_epoch", "compile", "device", "eval_batch_size", "log_interval", "data_dir", "out_dir"}
+RESUME_FREE = {"resume", "stop_epoch", "compile", "device", "eval_batch_size", "log_interval", "data_dir", "out_dir",
+               "workers"}
 
 
 def parse_config(argv):
@@ -585,10 +652,14 @@ def parse_config(argv):
             given[key] = BOOLS[text.lower()] if kind is bool else kind(text.lower() if key in CHOICES else text)
         except (KeyError, ValueError):
             raise SystemExit(f"error: {arg}: expected {kind.__name__}, like the default {defaults[key]!r}") from None
-    cfg = SimpleNamespace(**{**defaults, **given})
+    recipe = given.get("recipe", defaults["recipe"])
+    cfg = SimpleNamespace(**{**defaults, **RECIPES.get(recipe, {}), **given})
     for key, choices in CHOICES.items():
         if getattr(cfg, key) not in choices:
             raise SystemExit(f"error: --{key}={getattr(cfg, key)}: use one of {', '.join(map(str, choices))}")
+    if cfg.schedule == "onecycle" and not 0 < cfg.warmup_frac < 0.8:
+        raise SystemExit(f"error: --warmup_frac={cfg.warmup_frac}: the onecycle schedule rises to its peak before it "
+                         f"falls at 0.8 of the run: use a value between 0 and 0.8")
     if cfg.width % cfg.heads:
         raise SystemExit(f"error: width {cfg.width} is not divisible by heads {cfg.heads}: change one of them")
     if (cfg.image_size or 32) % cfg.patch_size:

@@ -30,6 +30,7 @@ evidence (they compare the code with a copy of itself or restate its own formula
 test_init_source_is_a_verbatim_copy, test_lm_bpc_is_loss_over_ln2_and_ppl_is_exp.
 """
 import ast
+import glob
 import importlib.util
 import inspect
 import json
@@ -636,53 +637,172 @@ def test_resize_to_image_size():
     assert abs(loss - nn.functional.cross_entropy(logits, y8).item()) < 1e-5
 
 
-def test_randaugment_is_torchvisions_one_draw_per_chunk():
-    """With flips and Cutout off, augment is torchvision's public v2.RandAugment(ra_n, ra_m) applied to each
-    chunk of ra_chunk images in turn, from torch's global RNG; then normalised. Chunks draw their own ops."""
+def same_image(n=64, seed=0):
+    return torch.randint(256, (1, 3, 32, 32), dtype=torch.uint8, generator=torch.Generator().manual_seed(seed)).repeat(n, 1, 1, 1)
+
+
+def test_augment_is_torchvisions_transforms_drawn_per_image():
+    """With the flip off, augment is torchvision's public v2 RandomResizedCrop, RandAugment and ColorJitter, then
+    normalising and RandomErasing, applied to each image in turn from torch's global RNG (the authors' script
+    applies them per image, train.py lines 69-77); with --ra_chunk=4, to each chunk of 4 images."""
     import torchvision.transforms.v2 as T
     mean, std = mv.norm_stats(mv.MEAN_STD["cifar10"], "cpu")
-    x = torch.randint(256, (1, 3, 32, 32), dtype=torch.uint8, generator=torch.Generator().manual_seed(0)).repeat(64, 1, 1, 1)
-    cfg = mv.parse_config(["--cutout=0", "--hflip=False", "--ra_chunk=4", "--ra_m=14"])
-    torch.manual_seed(3)
-    got = mv.augment(x, torch.Generator().manual_seed(0), cfg, mean, std)
-    torch.manual_seed(3)
-    ra = T.RandAugment(num_ops=2, magnitude=14)
-    ref = torch.cat([ra(x[i:i + 4]) for i in range(0, 64, 4)])
-    assert got.dtype == torch.float32 and torch.equal(got, (ref.float() / 255 - mean) / std)
-    chunks = got.view(16, 4, -1)
-    assert all(torch.equal(c[0], c[j]) for c in chunks for j in range(4))  # one draw within a chunk
-    assert len({tuple(c[0, :300].tolist()) for c in chunks}) > 4            # and different draws across chunks
-    assert not torch.equal(mv.augment(x, torch.Generator(), cfg, mean, std), got)  # the global stream moved on
-    cfg = mv.parse_config(["--cutout=0", "--hflip=False", "--ra_n=0"])
-    assert torch.equal(mv.augment(x, torch.Generator(), cfg, mean, std), (x.float() / 255 - mean) / std)
+    x = same_image()
+    for chunk in (1, 4):
+        cfg = mv.parse_config(["--hflip=False", f"--ra_chunk={chunk}", "--reprob=0.5"])
+        torch.manual_seed(3)
+        got = mv.augment(x, cfg, mean, std)
+        torch.manual_seed(3)
+        before = T.Compose([T.RandomResizedCrop(32, scale=(0.75, 1.0), ratio=(1.0, 1.0)),
+                            T.RandAugment(num_ops=1, magnitude=8), T.ColorJitter(0.1, 0.1, 0.1)])
+        erase = T.RandomErasing(p=0.5)
+        ref = torch.cat([erase((before(x[i:i + chunk]).float() / 255 - mean) / std) for i in range(0, 64, chunk)])
+        assert got.dtype == torch.float32 and torch.equal(got, ref), chunk
+        groups = got.view(64 // chunk, chunk, -1)
+        assert all(torch.equal(g[0], g[j]) for g in groups for j in range(chunk))  # one draw within a chunk
+        assert len({tuple(g[0, :300].tolist()) for g in groups}) > 64 // chunk - 2  # and a draw per chunk
+    # every transform off: normalising alone
+    cfg = mv.parse_config(["--hflip=False", "--crop_scale=1", "--ra_n=0", "--jitter=0", "--reprob=0"])
+    assert torch.equal(mv.augment(x, cfg, mean, std), (x.float() / 255 - mean) / std)
 
 
-def test_flip_and_cutout_per_image_from_the_generator():
+def test_flip_and_cutout_per_image():
     mean, std = mv.norm_stats(mv.MEAN_STD["cifar10"], "cpu")
-    x = torch.randint(256, (1, 3, 32, 32), dtype=torch.uint8, generator=torch.Generator().manual_seed(0)).repeat(64, 1, 1, 1)
+    x = same_image()
     plain = (x.float() / 255 - mean) / std
-    cfg = mv.parse_config(["--cutout=0", "--ra_n=0"])
-    f = mv.augment(x, torch.Generator().manual_seed(0), cfg, mean, std)
+    off = ["--crop_scale=1", "--ra_n=0", "--jitter=0", "--reprob=0"]
+    torch.manual_seed(0)
+    f = mv.augment(x, mv.parse_config(off), mean, std)
     flipped = torch.tensor([torch.equal(v, plain[0].flip(-1)) for v in f])
     assert all(torch.equal(v, plain[0]) or fl for v, fl in zip(f, flipped)) and 15 < flipped.sum() < 49
-    assert torch.equal(f, mv.augment(x, torch.Generator().manual_seed(0), cfg, mean, std))  # seeded
-    # Cutout alone: one square of side 16 (clipped at the border) set to 0 (the mean) per image
-    cfg = mv.parse_config(["--cutout=16", "--hflip=False", "--ra_n=0"])
-    c = mv.augment(x, torch.Generator().manual_seed(1), cfg, mean, std)
+    # Cutout alone (recipe v1): one square of side 16 (clipped at the border) set to 0 (the mean) per image
+    torch.manual_seed(1)
+    c = mv.augment(x, mv.parse_config(off + ["--cutout=16", "--hflip=False"]), mean, std)
     holes = (c != plain).all(dim=1)  # (B, H, W)
     assert (holes.sum(dim=(1, 2)) <= 256).all() and (holes.sum(dim=(1, 2)) >= 64).all()
     assert (holes.sum(dim=(1, 2)) < 256).any()  # some squares are clipped at the border
     assert (c.permute(1, 0, 2, 3)[:, holes] == 0).all()
 
 
-def test_vit_schedule_values():
-    peak, total, warm = 3e-3, 100, 5
-    assert math.isclose(mv.get_lr(0, total, warm, peak), peak / 5)
-    assert math.isclose(mv.get_lr(4, total, warm, peak), peak)           # end of the linear warmup
-    assert math.isclose(mv.get_lr(5, total, warm, peak), peak)           # cosine starts at the peak
-    assert math.isclose(mv.get_lr(5 + 95 // 2, total, warm, peak), peak * 0.5 * (1 + math.cos(math.pi * 47 / 95)))
-    assert abs(mv.get_lr(total, total, warm, peak)) < 1e-12              # and ends at 0
-    assert all(mv.get_lr(s, total, warm, peak) >= mv.get_lr(s + 1, total, warm, peak) for s in range(5, total))
+def test_train_batches_draw_per_image_and_repeat_with_the_seed():
+    """The default pipeline (the authors'): one image twice in a batch comes out different; the batch's seed
+    repeats it bit for bit, in a worker process or in this one, and leaves this process's RNG alone; a new seed
+    gives a new batch; the labels are those of the indices."""
+    x, y = same_image(8), torch.arange(8) % 10
+    x[4:] = same_image(4, seed=1)
+    batches = mv.TrainBatches(x, y, mv.parse_config([]), mv.MEAN_STD["cifar10"])
+    idx = torch.tensor([0, 1, 2, 3, 0, 5, 6, 7])
+    torch.manual_seed(5)
+    state = torch.get_rng_state()
+    xb, yb = batches[(idx, 11)]
+    assert torch.equal(torch.get_rng_state(), state) and torch.equal(yb, y[idx])
+    assert len({tuple(v.flatten().tolist()) for v in xb[:4]}) == 4 and not torch.equal(xb[0], xb[4])
+    assert torch.equal(batches[(idx, 11)][0], xb) and not torch.equal(batches[(idx, 12)][0], xb)
+    loader, order = mv.train_loader(x, y, mv.parse_config(["--workers=2"]), mv.MEAN_STD["cifar10"], torch.device("cpu"))
+    order[:] = [(idx, 12), (idx, 11)]
+    got = list(loader)
+    assert torch.equal(got[1][0], xb) and torch.equal(got[0][0], batches[(idx, 12)][0])
+
+
+def test_train_batches_are_the_same_with_any_number_of_workers(tmp_path):
+    write_cifar(tmp_path)
+    runs = [mv.main(TINY + ["--epochs=2", f"--workers={w}", f"--data_dir={tmp_path}", f"--out_dir={tmp_path / str(w)}"])
+            for w in (0, 3)]
+    assert runs[0]["history"] == [{**h, "elapsed_s": runs[0]["history"][i]["elapsed_s"]}
+                                  for i, h in enumerate(runs[1]["history"])]
+
+
+def test_onecycle_schedule_is_the_authors():
+    """train.py lines 99-100: np.interp(t, [0, 2E/5, 4E/5, E], [0, lr, lr/20, 0]), t = epochs done after the step."""
+    cfg, total = mv.parse_config(["--lr=0.003"]), 200
+    lr = [mv.get_lr(s, total, cfg) for s in range(-1, total)]  # step -1: t = 0, the start
+    assert lr[0] == 0.0 and math.isclose(lr[80], 3e-3) and math.isclose(lr[160], 3e-3 / 20) and lr[200] == 0.0
+    assert math.isclose(lr[40], 1.5e-3) and math.isclose(lr[120], (3e-3 + 1.5e-4) / 2)  # linear between the knots
+    assert all(a < b for a, b in zip(lr[:80], lr[1:81])) and all(a > b for a, b in zip(lr[80:200], lr[81:]))
+    # the same at the knots as a script's epoch-based t, for 100 epochs of 98 steps (t = epoch + (i + 1) / 98)
+    cfg = mv.parse_config([])
+    for epoch, i, want in ((39, 97, 3e-3), (79, 97, 1.5e-4), (99, 97, 0.0), (0, 48, 3e-3 * (49 / 98) / 40)):
+        assert math.isclose(mv.get_lr(epoch * 98 + i, 9800, cfg), want, abs_tol=1e-15)
+
+
+def test_cosine_schedule_of_recipe_v1():
+    cfg = mv.parse_config(["--recipe=v1"])
+    peak, total = 3e-3, 100  # warmup_frac 0.05: 5 steps
+    assert math.isclose(mv.get_lr(0, total, cfg), peak / 5)
+    assert math.isclose(mv.get_lr(4, total, cfg), peak)           # end of the linear warmup
+    assert math.isclose(mv.get_lr(5, total, cfg), peak)           # cosine starts at the peak
+    assert math.isclose(mv.get_lr(5 + 95 // 2, total, cfg), peak * 0.5 * (1 + math.cos(math.pi * 47 / 95)))
+    assert abs(mv.get_lr(total, total, cfg)) < 1e-12              # and ends at 0
+
+
+@pytest.mark.parametrize("recipe", ["authors", "v1"])
+def test_the_rate_is_set_before_every_step(recipe, tmp_path, monkeypatch):
+    write_cifar(tmp_path)
+    real, seen = torch.optim.AdamW.step, []
+
+    def spy(self, *a, **k):
+        seen.append([g["lr"] for g in self.param_groups])
+        return real(self, *a, **k)
+
+    monkeypatch.setattr(torch.optim.AdamW, "step", spy)
+    cfg = mv.parse_config([f"--recipe={recipe}", "--epochs=2"])
+    mv.main(TINY + [f"--recipe={recipe}", "--epochs=2", f"--data_dir={tmp_path}", f"--out_dir={tmp_path / 'r'}"])
+    assert seen == [[mv.get_lr(s, 20, cfg)] * 2 for s in range(20)] and len({lr for lr, _ in seen}) > 15
+
+
+def test_recipe_v1_fills_only_keys_not_given():
+    v1 = vars(mv.parse_config(["--recipe=v1", "--ra_n=3"]))
+    assert {k: v1[k] for k in mv.RECIPES["v1"] if k != "ra_n"} == {k: v for k, v in mv.RECIPES["v1"].items() if k != "ra_n"}
+    assert v1["ra_n"] == 3 and v1["recipe"] == "v1"
+    assert vars(mv.parse_config(["--recipe=authors"])) == vars(mv.parse_config([]))
+    with pytest.raises(SystemExit, match=r"^error: --warmup_frac=0.9: the onecycle schedule"):
+        mv.parse_config(["--warmup_frac=0.9"])
+    assert mv.parse_config(["--recipe=v1", "--warmup_frac=0.9"]).warmup_frac == 0.9  # cosine takes any fraction
+
+
+def recorded_runs():
+    """(program, path, results) of every recorded run of a program."""
+    for path in sorted(glob.glob(os.path.join(ROOT, "results", "*", "results.json"))):
+        with open(path) as f:
+            res = json.load(f)
+        prog = res.get("command", "").split(" ")[1:2]
+        if prog in (["mimetic_vit.py"], ["mimetic_lm.py"], ["extras/compare.py"]):
+            yield prog[0], path, res
+
+
+# keys of side modes that moved to extras/ (off in every record: they did not change training)
+RETIRED_OFF = {"plot": False, "benchmark": False, "prompt": "", "temperature": 1.0, "sample": 0}
+# what a run recorded before a key existed ran, as today's flag: recipe v1 (before the recipe issue); RandAugment
+# per image (before 7b773af it was batched by hand from torchvision's ops, per image: the law of --ra_chunk=1);
+# no resize; no SmallInitEmb; the precision the record names (auto once chose bf16 on CPUs with native bf16), or
+# fp32 where it names none (the first runs, before the precision key, ran fp32 only)
+BEFORE_THE_KEY = {"recipe": lambda res: "v1", "ra_chunk": lambda res: 1, "image_size": lambda res: 0,
+                  "small_emb": lambda res: False, "precision": lambda res: res.get("precision", "fp32").split()[0]}
+
+
+def test_every_recorded_config_parses_back_to_itself():
+    """Every recorded run's config, fed back as explicit --key=value flags (with BEFORE_THE_KEY's flags for the keys
+    it predates), gives back the same config through today's parser, so no recorded run loses its meaning; a
+    recipe key a record lacks takes recipe v1's value (a README command of an older table carries --recipe=v1)."""
+    runs, moved = list(recorded_runs()), []
+    assert all(sum(p == prog for p, _, _ in runs) >= 20 for prog in ("mimetic_vit.py", "mimetic_lm.py", "extras/compare.py"))
+    parse = {"mimetic_vit.py": mv.parse_config, "mimetic_lm.py": lm.parse_config, "extras/compare.py": extra("compare").parse}
+    for prog, path, res in runs:
+        config = dict(res["config"])
+        if "qk_basis" in config or config.get("dataset") == "tinyimagenet":  # side modes, now extras/ scripts
+            moved.append(path)
+            continue
+        assert all(config.pop(k) == v for k, v in RETIRED_OFF.items() if k in config), path
+        if isinstance(config.get("compile"), bool):  # compile was a bool before "auto" joined true and false
+            config["compile"] = str(config["compile"]).lower()
+        keys = (lm if prog == "mimetic_lm.py" else mv).config_keys
+        older = {k: f(res) for k, f in BEFORE_THE_KEY.items() if k in keys and k not in config}
+        parsed = vars(parse[prog]([f"--{k}={v}" for k, v in {**config, **older}.items()]))
+        assert {k: parsed[k] for k in config} == config, path
+        filled = set(parsed) - set(config) - set(older)
+        assert not filled or (older.get("recipe") == "v1" and filled <= set(mv.RECIPES["v1"]) | {"workers"}), path
+        assert all(parsed[k] == mv.RECIPES["v1"][k] for k in filled - {"workers"}), path
+    assert len(moved) == 4  # the three random-basis LM runs and the synthetic Tiny ImageNet run
 
 
 def test_weight_decay_on_matrices_only():
@@ -1485,7 +1605,7 @@ def test_vit_train_feeds_each_image_with_its_own_label(tmp_path, monkeypatch):
         return real(net, x, y, amp)
 
     monkeypatch.setattr(mv, "forward_backward", spy)
-    mv.main(TINY + ["--epochs=2", "--ra_n=0", "--cutout=0", "--hflip=False", f"--data_dir={tmp_path}",
+    mv.main(TINY + ["--epochs=2", "--crop_scale=1", "--ra_n=0", "--jitter=0", "--reprob=0", "--hflip=False", f"--data_dir={tmp_path}",
                     f"--out_dir={tmp_path / 'run'}"])
     assert len(batches) > 20 and all(batches)
 

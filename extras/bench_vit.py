@@ -4,9 +4,10 @@ Throughput of mimetic_vit.py's training step, to estimate how long the paper's r
 
 Measures, after 5 warm-up steps (torch.compile and allocation happen there), 20 timed training steps on
 synthetic input: forward, the fp32 cross-entropy, backward, gradient clipping and the AdamW step, as
-mimetic_vit.train() does them (same optimizer, precision and compile choice). Then the augmentation
-pipeline alone (flip, RandAugment, Cutout, resize to image_size) on random uint8 32x32 batches, as
-train() applies it. The last line is
+mimetic_vit.train() does them (same optimizer, precision and compile choice): the model step. Then the
+augmentation alone on random uint8 32x32 images (mimetic_vit.TrainBatches), on one CPU core in this process
+and through train()'s loader with --workers processes; then the whole step, loader and model, as train()
+runs it. The last line is
 
     benchmark: N img/s | X TFLOP/s (model matmuls) | <hardware> | <precision> | compile <bool> | width .. batch ..
 
@@ -72,12 +73,36 @@ def main(argv=None):
         opt.zero_grad(set_to_none=True)
 
     ips = cfg.batch_size / seconds_per_call(step, sync, steps=20, warmup=5)
+    print(f"model step: {ips:.0f} img/s")
 
-    gen, (mean, std) = torch.Generator().manual_seed(cfg.seed), mv.norm_stats(mv.MEAN_STD[cfg.dataset], dev)
-    xb = torch.randint(256, (cfg.batch_size, 3, 32, 32), dtype=torch.uint8, device=dev)
-    aug_ips = cfg.batch_size / seconds_per_call(lambda: mv.resize(mv.augment(xb, gen, cfg, mean, std), c.image_size),
-                                                sync, steps=5, warmup=1)
-    print(f"augmentation pipeline: {aug_ips:.0f} img/s")
+    images = torch.randint(256, (8 * cfg.batch_size, 3, 32, 32), dtype=torch.uint8)
+    labels = torch.randint(c.num_classes, (len(images),))
+    batches = mv.TrainBatches(images, labels, cfg, mv.MEAN_STD[cfg.dataset])
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    core_ips = cfg.batch_size / seconds_per_call(lambda: batches[(torch.randperm(len(images))[:cfg.batch_size], 0)],
+                                                 lambda: None, steps=5, warmup=1)
+    torch.set_num_threads(threads)
+    loader, order = mv.train_loader(images, labels, cfg, mv.MEAN_STD[cfg.dataset], dev)
+    order[:] = [(torch.randperm(len(images))[:cfg.batch_size], i) for i in range(30)]
+    t0 = time.perf_counter()
+    for i, (xb, _) in enumerate(loader):
+        if i == 5:  # the workers are up and their queues full: time the rest
+            t0 = time.perf_counter()
+    loader_ips = 25 * cfg.batch_size / (time.perf_counter() - t0)
+    print(f"augmentation alone: {core_ips:.0f} img/s on one CPU core, {loader_ips:.0f} img/s from the loader "
+          f"({loader.num_workers} workers)")
+
+    def whole():  # as train() runs a step: the loader's next batch to the device, resized, then the model step
+        nonlocal x, y
+        x, y = next(batch_iter)
+        x, y = mv.resize(x.to(dev, non_blocking=True), c.image_size), y.to(dev, non_blocking=True)
+        step()
+
+    order[:] = [(torch.randperm(len(images))[:cfg.batch_size], i) for i in range(25)]
+    batch_iter = iter(loader)
+    whole_ips = cfg.batch_size / seconds_per_call(whole, sync, steps=20, warmup=5)
+    print(f"whole step: {whole_ips:.0f} img/s, {100 * whole_ips / ips:.0f}% of the model step")
     print(f"benchmark: {ips:.0f} img/s | {ips * train_flops_per_image(c) / 1e12:.2f} TFLOP/s (model matmuls) | "
           f"{mv.hardware(dev)} | {prec} | compile {compiled} | width {c.width} depth {c.depth} heads {c.heads} "
           f"patch {c.patch_size} image {c.image_size} batch {cfg.batch_size}")

@@ -259,8 +259,8 @@ def main(argv=None):
         model.load_state_dict(ckpt["model"])
     print(f"model: {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters, {len(data[0]):,} training "
           f"images, {mv.hardware(dev)}, {prec}")
-    data = [t.to(dev) for t in data]
-    history = mv.train(model, data, mv.norm_stats(mv.MEAN_STD[cfg.dataset], dev), cfg, dev, amp, ckpt)
+    data[2], data[3] = data[2].to(dev), data[3].to(dev)  # the training set stays with the augmenting workers
+    history = mv.train(model, data, mv.MEAN_STD[cfg.dataset], cfg, dev, amp, ckpt)
     if history is None:  # --stop_epoch
         return None
     return mv.write_results(cfg, model, dev, prec, ["python", "extras/compare.py", *argv],

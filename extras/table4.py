@@ -166,12 +166,13 @@ def main(argv=None):
           f"tokens ({model.config.image_size}x{model.config.image_size} images, patch {cfg.patch_size}), "
           f"{mv.hardware(dev)}, {prec}")
 
-    data = [t.to(dev) for t in (load_svhn if name == "svhn" else load_tinyimagenet)(cfg.data_dir)]
+    data = list((load_svhn if name == "svhn" else load_tinyimagenet)(cfg.data_dir))
+    data[2], data[3] = data[2].to(dev), data[3].to(dev)  # the training set stays with the augmenting workers
     if cfg.train_subset:
         data[0], data[1] = data[0][:cfg.train_subset], data[1][:cfg.train_subset]
     if len(data[0]) < cfg.batch_size:
         raise SystemExit(f"error: {len(data[0])} training images but batch_size {cfg.batch_size}: lower --batch_size")
-    history = mv.train(model, data, mv.norm_stats((mean, std), dev), cfg, dev, amp, ckpt)
+    history = mv.train(model, data, (mean, std), cfg, dev, amp, ckpt)
     if history is None:  # --stop_epoch
         return None
     return mv.write_results(cfg, model, dev, prec, ["python", "extras/table4.py", *argv],

@@ -1703,6 +1703,32 @@ def test_corrupt_checkpoint_stops_before_training(prog, name, first, tmp_path, c
                           re.escape(str(path)) + " is not a readable checkpoint", capsys)
 
 
+class RunsCode:
+    """Unpickled, it runs `code` (pickle calls exec(code)): what a checkpoint from a stranger can hold."""
+
+    def __init__(self, code):
+        self.code = code
+
+    def __reduce__(self):
+        return exec, (self.code,)
+
+
+@pytest.mark.parametrize("prog,name", [("vit", "ckpt.pt"), ("lm", "ckpt.pt"), ("lm", "best.pt")])
+def test_checkpoint_that_runs_code_is_refused(prog, name, tmp_path, capsys):
+    """Checkpoints are read with weights_only=True: a good one with an object added that runs code when unpickled
+    (here: it makes a file) stops the run in one line that names the file, and the code never runs."""
+    module, args = tiny_program(prog, tmp_path)
+    main, args = module.main, args + [f"--out_dir={tmp_path / 'run'}"]
+    assert main(args + ["--epochs=2", "--stop_epoch=1"]) is None
+    path, marker = tmp_path / "run" / name, tmp_path / "the code ran"
+    payload = RunsCode(f"open({str(marker)!r}, 'w').close()")
+    torch.save({**torch.load(path, weights_only=True), "payload": payload}, path)
+    capsys.readouterr()
+    stops_before_training(main, args + ["--epochs=2", "--resume=True"], tmp_path,
+                          re.escape(str(path)) + " is not a readable checkpoint", capsys)
+    assert not marker.exists()
+
+
 def test_a_run_that_fails_before_training_makes_no_folder(tmp_path):
     """The run folder is made by the first checkpoint: a run that stops early leaves nothing behind."""
     write_cifar(tmp_path)

@@ -692,9 +692,11 @@ def open_run(cfg):
 
 
 def load_checkpoint(path):
-    """A checkpoint, on the CPU; one that cannot be read stops the run, naming the file."""
+    """A checkpoint, on the CPU; one that cannot be read stops the run, naming the file. It holds only tensors,
+    numbers, strings and containers: weights_only=True reads those and refuses anything else, so that a file from
+    elsewhere cannot run code when it is read."""
     try:
-        return torch.load(path, map_location="cpu", weights_only=False)
+        return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:  # truncated or overwritten: torch and pickle raise many kinds; repr keeps it one line
         raise SystemExit(f"error: {path} is not a readable checkpoint ({e!r}): put back a good copy, or start "
                          f"afresh with another --out_dir") from e

@@ -836,7 +836,7 @@ def test_cli_end_to_end(tmp_path):
     assert res["epochs_done"] == 1 and 0 <= res["final_test_acc"] <= 100 and res["config"]["width"] == 32
     assert res["history"][0]["test_acc"] == res["final_test_acc"] and "CPU" in res["hardware"]
     assert "--width=32" in res["command"] and res["wall_time_s"] > 0 and res["precision"] == "fp32"
-    ckpt = torch.load(out / "ckpt.pt", weights_only=False)
+    ckpt = torch.load(out / "ckpt.pt", weights_only=True)
     assert len(ckpt["history"]) == 1 and not any(k.startswith("_orig_mod") for k in ckpt["model"])
     assert not (out / "ckpt.pt.tmp").exists()
     # a user mistake is one line on stderr, without a traceback
@@ -851,10 +851,10 @@ def test_resume_equals_uninterrupted(tmp_path):
     common = TINY + ["--epochs=3", f"--data_dir={tmp_path}", "--lr=0.01"]
     full = mv.main(common + [f"--out_dir={tmp_path / 'full'}"])
     assert mv.main(common + [f"--out_dir={tmp_path / 'split'}", "--stop_epoch=1"]) is None
-    assert len(torch.load(tmp_path / "split" / "ckpt.pt", weights_only=False)["history"]) == 1
+    assert len(torch.load(tmp_path / "split" / "ckpt.pt", weights_only=True)["history"]) == 1
     split = mv.main(common + [f"--out_dir={tmp_path / 'split'}", "--resume=True"])
-    a = torch.load(tmp_path / "full" / "ckpt.pt", weights_only=False)
-    b = torch.load(tmp_path / "split" / "ckpt.pt", weights_only=False)
+    a = torch.load(tmp_path / "full" / "ckpt.pt", weights_only=True)
+    b = torch.load(tmp_path / "split" / "ckpt.pt", weights_only=True)
     for k in a["model"]:
         assert torch.equal(a["model"][k], b["model"][k]), k
     assert [h["test_acc"] for h in full["history"]] == [h["test_acc"] for h in split["history"]]
@@ -881,7 +881,7 @@ def test_nan_stops_and_keeps_last_good_checkpoint(tmp_path, monkeypatch):
     out = tmp_path / "nan"
     with pytest.raises(SystemExit, match="error: the test loss is not finite after epoch 2; the last checkpoint is kept"):
         mv.main(TINY + ["--epochs=3", f"--data_dir={tmp_path}", f"--out_dir={out}"])
-    ckpt = torch.load(out / "ckpt.pt", weights_only=False)
+    ckpt = torch.load(out / "ckpt.pt", weights_only=True)
     assert len(ckpt["history"]) == 1 and all(torch.isfinite(v).all() for v in ckpt["model"].values())
 
 
@@ -978,7 +978,7 @@ def test_nan_evaluation_is_never_checkpointed(tmp_path, monkeypatch):
     out = tmp_path / "r"
     with pytest.raises(SystemExit, match=r"test loss is not finite after epoch 2; the last checkpoint is kept"):
         mv.main(TINY + ["--epochs=3", f"--data_dir={tmp_path}", f"--out_dir={out}"])
-    assert len(torch.load(out / "ckpt.pt", weights_only=False)["history"]) == 1
+    assert len(torch.load(out / "ckpt.pt", weights_only=True)["history"]) == 1
 
 
 def test_interrupted_checkpoint_write_keeps_the_last_one(tmp_path, monkeypatch):
@@ -999,7 +999,7 @@ def test_interrupted_checkpoint_write_keeps_the_last_one(tmp_path, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         mv.main(args + [f"--out_dir={tmp_path / 'r'}"])
     monkeypatch.setattr(torch, "save", real_save)
-    assert len(torch.load(tmp_path / "r" / "ckpt.pt", weights_only=False)["history"]) == 1
+    assert len(torch.load(tmp_path / "r" / "ckpt.pt", weights_only=True)["history"]) == 1
     res = mv.main(args + [f"--out_dir={tmp_path / 'r'}", "--resume=True"])
     full = mv.main(args + [f"--out_dir={tmp_path / 'full'}"])
     assert [h["test_loss"] for h in res["history"]] == [h["test_loss"] for h in full["history"]]
@@ -1349,7 +1349,7 @@ def test_lm_cli_end_to_end(tmp_path):
     assert res["config"]["emb_dropout"] == 0.25 and res["config"]["dropout"] == 0.1  # preset, then command line
     assert (out / "ckpt.pt").exists() and (out / "best.pt").exists()
     assert not any(p.name.endswith(".tmp") for p in out.iterdir())
-    ckpt = torch.load(out / "ckpt.pt", weights_only=False)
+    ckpt = torch.load(out / "ckpt.pt", weights_only=True)
     assert not any(k.startswith("_orig_mod.") for k in ckpt["model"])  # saved from the uncompiled model
     assert {"optimizer", "lr_scale", "best_val", "history", "elapsed", "rng", "data_rng", "config"} <= set(ckpt)
 
@@ -1365,7 +1365,7 @@ def test_lm_best_pt_is_the_best_validation_epoch_and_gives_the_final_numbers(tmp
     monkeypatch.setattr(lm, "evaluate", worse_last)
     out = tmp_path / "r"
     res = lm.main(LM_TINY + [f"--data_dir={tmp_path}", f"--out_dir={out}", "--epochs=3"])
-    best, last = (torch.load(out / f, weights_only=False) for f in ("best.pt", "ckpt.pt"))
+    best, last = (torch.load(out / f, weights_only=True) for f in ("best.pt", "ckpt.pt"))
     assert best["epoch"] == res["best_epoch"] == 2 and last["epoch"] == 3 and best["val_loss"] == 2.0
     vocab, ids = lm.load_dataset("ptb_word", str(tmp_path))
     model = lm.build_model(lm.parse_config(LM_TINY), len(vocab))  # the run's shape; its weights come next
@@ -1395,10 +1395,10 @@ def test_lm_exact_resume(tmp_path):
     lm.main(base + [f"--out_dir={tmp_path / 'b'}", "--stop_epoch=2", "--resume=True", "--log_interval=3"])
     lm.main(base + [f"--out_dir={tmp_path / 'b'}", "--resume=True"])
     for name in ("ckpt.pt", "best.pt"):
-        a, b = (torch.load(tmp_path / r / name, weights_only=False) for r in "ab")
+        a, b = (torch.load(tmp_path / r / name, weights_only=True) for r in "ab")
         assert a["model"].keys() == b["model"].keys()
         assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
-    a, b = (torch.load(tmp_path / r / "ckpt.pt", weights_only=False) for r in "ab")
+    a, b = (torch.load(tmp_path / r / "ckpt.pt", weights_only=True) for r in "ab")
     assert a["lr_scale"] == b["lr_scale"] and a["best_val"] == b["best_val"]
     for sa, sb in zip(a["optimizer"]["state"].values(), b["optimizer"]["state"].values()):
         assert torch.equal(sa["exp_avg_sq"], sb["exp_avg_sq"])
@@ -1420,10 +1420,10 @@ def test_lm_ddp_two_cpu_processes_match_one_process(tmp_path):
     res = json.loads((tmp_path / "ddp" / "results.json").read_text())
     assert res["world_size"] == 2 and r.stdout.count("epoch 1/1 |") == 1  # only rank 0 logs
     assert res["command"].startswith("torchrun --standalone --nproc_per_node=2 mimetic_lm.py")
-    assert len(torch.load(tmp_path / "ddp" / "ckpt.pt", weights_only=False)["rng"]) == 2  # every rank's RNG
+    assert len(torch.load(tmp_path / "ddp" / "ckpt.pt", weights_only=True)["rng"]) == 2  # every rank's RNG
     single = lm.main(args + [f"--out_dir={tmp_path / 'single'}"])
-    a = torch.load(tmp_path / "ddp" / "ckpt.pt", weights_only=False)["model"]
-    b = torch.load(tmp_path / "single" / "ckpt.pt", weights_only=False)["model"]
+    a = torch.load(tmp_path / "ddp" / "ckpt.pt", weights_only=True)["model"]
+    b = torch.load(tmp_path / "single" / "ckpt.pt", weights_only=True)["model"]
     for k in a:  # the key bias has a zero gradient in exact arithmetic (softmax ignores it), so Adam turns
         if k.endswith("attn.qkv.bias"):  # float noise into lr-sized steps there: compare q and v biases only
             a[k], b[k] = torch.cat([a[k][:16], a[k][32:]]), torch.cat([b[k][:16], b[k][32:]])
@@ -1449,7 +1449,7 @@ def test_lm_nan_stops_with_one_line_and_keeps_the_last_good_checkpoint(tmp_path,
     out = tmp_path / "s"
     with pytest.raises(SystemExit, match=r"not finite \(epoch 2\); stopping\. The last good checkpoint"):
         lm.main(LM_TINY + [f"--data_dir={tmp_path}", f"--out_dir={out}", "--epochs=3"])
-    assert torch.load(out / "ckpt.pt", weights_only=False)["epoch"] == 1 and not (out / "results.json").exists()
+    assert torch.load(out / "ckpt.pt", weights_only=True)["epoch"] == 1 and not (out / "results.json").exists()
 
 
 # ==================================================================================================
@@ -1612,7 +1612,7 @@ def test_vit_train_feeds_each_image_with_its_own_label(tmp_path, monkeypatch):
 
 def adam_momentum_norm(path):
     """The global norm of AdamW's first moment in a checkpoint: a weighted mean of the clipped gradients."""
-    state = torch.load(path, weights_only=False)["optimizer"]["state"].values()
+    state = torch.load(path, weights_only=True)["optimizer"]["state"].values()
     return torch.cat([s["exp_avg"].flatten() for s in state]).norm().item()
 
 
@@ -1726,7 +1726,7 @@ def test_vit_trains_on_a_stand_in_device(tmp_path, monkeypatch):
         assert mv.main(args + ["--stop_epoch=1"]) is None
         res = mv.main(args + ["--resume=True"])
     assert res["epochs_done"] == 2 and res["hardware"].startswith("META")
-    ckpt = torch.load(tmp_path / "run" / "ckpt.pt", weights_only=False)
+    ckpt = torch.load(tmp_path / "run" / "ckpt.pt", weights_only=True)
     assert len(ckpt["history"]) == 2 and all(t.is_meta for t in ckpt["model"].values())
     steps = meta.reads_between_step_lines()
     assert len(steps) == 8 and steps == [1] * 8, steps  # 10 steps an epoch, a line every 2: 4 gaps an epoch
@@ -1742,7 +1742,7 @@ def test_lm_trains_on_a_stand_in_device(tmp_path, monkeypatch):
         assert lm.main(args + ["--stop_epoch=1"]) is None
         res = lm.main(args + ["--resume=True"])
     assert res["epochs_done"] == 2 and res["hardware"].startswith("META") and "test_ppl" in res
-    assert all(t.is_meta for t in torch.load(tmp_path / "run" / "best.pt", weights_only=False)["model"].values())
+    assert all(t.is_meta for t in torch.load(tmp_path / "run" / "best.pt", weights_only=True)["model"].values())
     steps = meta.reads_between_step_lines()
     assert len(steps) >= 4 and set(steps) == {1}, steps
 
@@ -1821,6 +1821,32 @@ def test_corrupt_checkpoint_stops_before_training(prog, name, first, tmp_path, c
     capsys.readouterr()
     stops_before_training(main, args + ["--epochs=2", "--resume=True"], tmp_path,
                           re.escape(str(path)) + " is not a readable checkpoint", capsys)
+
+
+class RunsCode:
+    """Unpickled, it runs `code` (pickle calls exec(code)): what a checkpoint from a stranger can hold."""
+
+    def __init__(self, code):
+        self.code = code
+
+    def __reduce__(self):
+        return exec, (self.code,)
+
+
+@pytest.mark.parametrize("prog,name", [("vit", "ckpt.pt"), ("lm", "ckpt.pt"), ("lm", "best.pt")])
+def test_checkpoint_that_runs_code_is_refused(prog, name, tmp_path, capsys):
+    """Checkpoints are read with weights_only=True: a good one with an object added that runs code when unpickled
+    (here: it makes a file) stops the run in one line that names the file, and the code never runs."""
+    module, args = tiny_program(prog, tmp_path)
+    main, args = module.main, args + [f"--out_dir={tmp_path / 'run'}"]
+    assert main(args + ["--epochs=2", "--stop_epoch=1"]) is None
+    path, marker = tmp_path / "run" / name, tmp_path / "the code ran"
+    payload = RunsCode(f"open({str(marker)!r}, 'w').close()")
+    torch.save({**torch.load(path, weights_only=True), "payload": payload}, path)
+    capsys.readouterr()
+    stops_before_training(main, args + ["--epochs=2", "--resume=True"], tmp_path,
+                          re.escape(str(path)) + " is not a readable checkpoint", capsys)
+    assert not marker.exists()
 
 
 def test_a_run_that_fails_before_training_makes_no_folder(tmp_path):

@@ -25,8 +25,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 import mimetic_lm as lm  # noqa: E402
 import mimetic_vit as mv  # noqa: E402
-from test_mimetic import (LM_TINY, TINY, TINY_ARGS, StandIn, extra, qk_products, small_vit,  # noqa: E402
-                          write_cifar, write_corpus)
+from test_mimetic import (LM_TINY, TINY, TINY_ARGS, RunsCode, StandIn, extra, qk_products,  # noqa: E402
+                          small_vit, write_cifar, write_corpus)
 
 torch.set_num_threads(1)  # the models are tiny; on busy cores a second thread only slows them down
 bench_vit, compare, fig3, figures, table4, speed = (extra(n) for n in (
@@ -109,6 +109,22 @@ def test_extras_sample_from_a_finished_run(finished_run, tmp_path, capsys):
         sample.main([f"--out_dir={moved}", "--prompt=w1 zebra"])
     with pytest.raises(SystemExit, match="no .*best.pt"):
         sample.main([f"--out_dir={tmp_path / 'none'}"])
+
+
+def test_extras_refuse_a_checkpoint_that_runs_code(tmp_path):
+    """extras/figures.py --checkpoint and extras/sample.py read a checkpoint as the programs do (weights_only=True):
+    one that runs code when unpickled (here: it makes a file) is refused in one line that names it; no code runs."""
+    marker, path = tmp_path / "the code ran", tmp_path / "run" / "best.pt"
+    path.parent.mkdir()
+    torch.save({"payload": RunsCode(f"open({str(marker)!r}, 'w').close()")}, path)
+    sample = extra("sample")
+    for main, argv in [(figures.main, ["--program=vit", f"--checkpoint={path}"]),
+                       (figures.main, ["--program=lm", f"--checkpoint={path}"]),
+                       (sample.main, [f"--out_dir={path.parent}"])]:
+        with pytest.raises(SystemExit, match="^error: " + re.escape(str(path)) + " is not a readable checkpoint") as e:
+            main(argv)
+        assert "\n" not in str(e.value)
+    assert not marker.exists()
 
 
 def test_extras_bench_lm_prints_one_line(capsys):

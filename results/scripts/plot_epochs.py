@@ -1,30 +1,44 @@
-"""Test accuracy after each epoch of the laptop recipe trained for 16 epochs (a whole schedule of its own:
-warmup and cosine over 16 epochs), both arms: the mean over seeds as a line, the range over seeds as a band.
-Reads results/<prefix>-e16-<arm>-seed<k>/results.json; writes figures/vit-laptop-e16-test-acc.png (PIL, which
-torchvision brings; no matplotlib).
+"""Test accuracy after each epoch, both arms: the mean over seeds as a line, the range over seeds as a band.
+Reads results/<prefix>-<arm>-seed<k>/results.json; writes a PNG under figures/ (PIL, which torchvision brings;
+no matplotlib). Two figures:
 
-    python results/scripts/plot_epochs.py
+    python results/scripts/plot_epochs.py           # the laptop recipe trained for 16 epochs (recipe v1)
+    python results/scripts/plot_epochs.py recipes   # depth 12, 4 epochs: recipe v1 against the authors' pipeline
 """
 import glob
 import json
 import os
+import sys
 
 from PIL import Image, ImageDraw
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-PREFIX = "results/cpu-cifar10jpeg-w96d4h3p4-50k-e16"
-ARMS = {"default": (60, 90, 200), "mimetic": (200, 40, 40)}  # blue, red
+D12 = "results/cpu-cifar10jpeg-w96d12h3p4-50k-e4"
+E16 = "results/cpu-cifar10jpeg-w96d4h3p4-50k-e16"
+FIGURES = {  # name: (file under figures/, [(label, folder prefix, colour)])
+    "e16": ("vit-laptop-e16-test-acc.png", [
+        ("default init", f"{E16}-default", (60, 90, 200)),
+        ("mimetic init", f"{E16}-mimetic", (200, 40, 40))]),
+    "recipes": ("vit-d12-recipes-test-acc.png", [
+        ("default init, recipe v1", f"{D12}-default", (150, 170, 230)),
+        ("mimetic init, recipe v1", f"{D12}-mimetic", (240, 150, 110)),
+        ("default init, authors' recipe", f"{D12}-authors-default", (30, 50, 170)),
+        ("mimetic init, authors' recipe", f"{D12}-authors-mimetic", (180, 20, 20))]),
+}
 W, H, LEFT, RIGHT, TOP, BOTTOM = 720, 420, 60, 20, 30, 40
 
 
-def curves(arm):
-    """[[test accuracy after epoch 1, 2, ...] for each seed] of one arm."""
-    paths = sorted(glob.glob(os.path.join(ROOT, f"{PREFIX}-{arm}-seed*", "results.json")))
+def curves(prefix):
+    """[[test accuracy after epoch 1, 2, ...] for each seed] of the runs <prefix>-seed<k>."""
+    paths = sorted(glob.glob(os.path.join(ROOT, f"{prefix}-seed[0-9]", "results.json")))
     return [[h["test_acc"] for h in json.load(open(p))["history"]] for p in paths]
 
 
-def main(out=os.path.join(ROOT, "figures", "vit-laptop-e16-test-acc.png")):
-    data = {arm: curves(arm) for arm in ARMS}
+def main(name="e16"):
+    file, series = FIGURES[name]
+    out = os.path.join(ROOT, "figures", file)
+    ARMS = {label: colour for label, _, colour in series}
+    data = {label: curves(prefix) for label, prefix, _ in series}
     epochs = max(len(c) for runs in data.values() for c in runs)
     values = [v for runs in data.values() for c in runs for v in c]
     lo, hi = 5 * (min(values) // 5), 5 * (max(values) // 5 + 1)
@@ -53,11 +67,11 @@ def main(out=os.path.join(ROOT, "figures", "vit-laptop-e16-test-acc.png")):
         draw.line([(x(i + 1), y(v)) for i, v in enumerate(mean)], fill=colour, width=3)
         row = TOP + 8 + 18 * list(ARMS).index(arm)  # the legend, top left
         draw.line([(LEFT + 12, row + 6), (LEFT + 36, row + 6)], fill=colour, width=3)
-        draw.text((LEFT + 44, row), f"{arm} init, mean and range over {len(runs)} seed{'s' * (len(runs) > 1)}",
+        draw.text((LEFT + 44, row), f"{arm}, mean and range over {len(runs)} seed{'s' * (len(runs) > 1)}",
                   fill=colour)
     img.save(out)
     print(f"wrote {out}")
 
 
 if __name__ == "__main__":
-    main()
+    main(*sys.argv[1:])

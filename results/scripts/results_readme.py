@@ -562,16 +562,23 @@ def bf16_slowdown():
 
 
 def precision():
-    rows = []
+    """The precision pairs' table and how many times longer the bf16 runs trained (wall_time_s, same seed)."""
+    rows, ratios = [], []
     for program, metric, digits in (("vit", "test acc", 2), ("lm", "test bpc", 4)):
+        paths = {mode: [f"results/cpu-precision-{program}-{mode}-seed{s}" for s in range(2)]
+                 for mode in ("fp32", "bf16")}
         for mode in ("fp32", "bf16"):
-            paths = [f"results/cpu-precision-{program}-{mode}-seed{s}" for s in range(2)]
-            rows.append(f"| {program} | {mode} | {metric} | {' / '.join(cell(p, digits) for p in paths)} | "
-                        f"{lt.minutes(paths)} |")
-    return ("| program | `--precision` | metric | seeds 0 / 1 | minutes |\n|---|---|---|---|---|\n" + "\n".join(rows))
+            seconds = " / ".join(f"{lt.read(p)['wall_time_s']:.0f}" for p in paths[mode])
+            rows.append(f"| {program} | {mode} | {metric} | {' / '.join(cell(p, digits) for p in paths[mode])} | "
+                        f"{seconds} |")
+        ratios += [lt.read(b)["wall_time_s"] / lt.read(f)["wall_time_s"] for f, b in zip(paths["fp32"], paths["bf16"])]
+    table = ("| program | `--precision` | metric | seeds 0 / 1 | seconds of training, seeds 0 / 1 |\n"
+             "|---|---|---|---|---|\n" + "\n".join(rows))
+    return table, f"{min(ratios):.1f}-{max(ratios):.1f}x"
 
 
 def speed():
+    precision_table, longer = precision()
     return f"""\
 A training step on synthetic input after warm-up steps, from each log's `benchmark:` line (TFLOP/s: the model's
 matmuls, 3x the forward). CPU rows are 2 cores, 2 threads; compare only lines measured together (the machines' speed
@@ -598,11 +605,11 @@ the fairest; the profile of two LM steps at depth 2 is `python results/scripts/p
 
 **Precision on a CPU.** `--precision=auto` is bf16 autocast on CUDA and fp32 elsewhere (`bf16` or `fp32` forces
 either; the loss is fp32 either way). This AMD EPYC (AVX2) has no native bf16: a bf16 step of ours at depth 2 runs
-{bf16_slowdown()} slower than fp32 (the two depth-2 logs above), a small run 4-5x longer, for the same accuracy within
-seed noise. CIFAR-10: width 64, depth 2, 2 heads, patch 4, 2,048 images, 2 epochs; char-PTB: width 64, depth 2, 64
-tokens, 300k characters, 1 epoch; one thread each:
+{bf16_slowdown()} slower than fp32 (the two depth-2 logs above), and a small run trains {longer} longer, for the same
+accuracy within seed noise. CIFAR-10: width 64, depth 2, 2 heads, patch 4, 2,048 images, 2 epochs; char-PTB: width
+64, depth 2, 64 tokens, 300k characters, 1 epoch; one thread each:
 
-{precision()}
+{precision_table}
 
 On CPUs with avx512_bf16 it was reported to speed a step up 1.7-2.2x: pass `--precision=bf16` there."""
 

@@ -9,6 +9,7 @@ import os
 import re
 import shutil
 import runpy
+import subprocess
 import sys
 import textwrap
 import types
@@ -917,3 +918,32 @@ def test_main_fresh_and_from_checkpoints(runs, tmp_path, monkeypatch):
     torch.save(table4_run, "svhn.pt")
     with pytest.raises(SystemExit, match="^error: --checkpoint=svhn.pt: a svhn run of extras/table4.py; this script"):
         figures.main(["--program=vit", "--checkpoint=svhn.pt", data])
+
+
+# ==================================================================================================
+# results/scripts/results_readme.py: results/README.md, made from the results files
+
+
+def test_results_readme_is_the_scripts_output_and_indexes_every_folder():
+    """results/README.md is exactly what results/scripts/results_readme.py writes from the committed results files
+    (every table, laptop_tables.py's included): a number typed or edited by hand, a results file changed or added
+    without rewriting the file, or an index line deleted fails here. Every link in it exists, and its index links
+    every folder under results/ (the script stops on a folder that no index line matches)."""
+    try:
+        shallow = subprocess.run(["git", "rev-parse", "--is-shallow-repository"], cwd=ROOT, capture_output=True,
+                                 text=True).stdout.strip()
+    except OSError:
+        shallow = ""
+    if shallow != "false":
+        pytest.skip("the index names the commit that added each folder: it needs the repository's full git history")
+    r = subprocess.run([sys.executable, os.path.join("results", "scripts", "results_readme.py"), "--check"], cwd=ROOT,
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    text = open(os.path.join(ROOT, "results", "README.md")).read()
+    links = [p for p in re.findall(r"\]\(([^)#]+)\)", text) if not p.startswith("https://")]
+    missing = [p for p in links if not os.path.exists(os.path.join(ROOT, "results", p))]
+    assert len(links) >= 400 and not missing, missing
+    indexed = set(re.findall(r"\]\(([^/)]+)/\)", text.split("\n## Index of folders\n")[1]))
+    folders = {f for f in os.listdir(os.path.join(ROOT, "results"))
+               if os.path.isdir(os.path.join(ROOT, "results", f)) and f != "scripts"}
+    assert folders == indexed, f"in no index line: {sorted(folders - indexed)}; no folder: {sorted(indexed - folders)}"

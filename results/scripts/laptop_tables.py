@@ -1,13 +1,14 @@
-"""Print the README's laptop-scale tables (Tables 1, 2, 5, 6, Fig. 4, eqs 14-15, Fig. 6, the gap against the length
-of training, word-level PTB, our a1 = 0 basis) from the results files, and the GPU diagnosis from its logs.
+"""The laptop-scale tables (Tables 1, 2, 5, 6, Fig. 4, eqs 14-15, Fig. 6, the gap against the length of training,
+depth, word-level PTB, our a1 = 0 basis) from the results files, and the GPU diagnosis from its logs, as Markdown.
+results/scripts/results_readme.py calls these functions to write results/README.md; alone, this prints them all:
 
-    python results/scripts/laptop_tables.py        # from the repository root; prints Markdown
+    python results/scripts/laptop_tables.py        # from the repository root
 
-Every cell is read from a results.json below results/ and links to it; nothing is typed by hand. The side
-comparisons (extras/compare.py) print the seeds whose results are committed so far.
+Every cell is read from a results.json below results/ and links to it (from the repository root); nothing is typed
+by hand. The side comparisons (extras/compare.py) print the seeds whose results are committed so far.
 Statistics: mean +- sample standard deviation (n - 1) over seeds; a gap between two arms is the mean
 of the per-seed differences (same seed = same data order, augmentation and default-init draw) with
-its standard error, sd(differences) / sqrt(n). A test checks that README.md holds this output.
+its standard error, sd(differences) / sqrt(n).
 """
 
 import json
@@ -371,6 +372,6 @@ if __name__ == "__main__":
                          ("Table 5", table5), ("Eqs 14-15", eqs14_15), ("Fig. 6", fig6), ("a1 = 0 basis", lm_basis),
                          ("Training length", training_length), ("Word PTB", word_ptb),
                          ("GPU diagnosis", gpu_diagnosis), ("Depth", depth)]:
-        print(f"<!-- {title}: made by python results/scripts/laptop_tables.py -->\n")
+        print(f"### {title}\n")
         table()
         print()

@@ -1,10 +1,16 @@
 """torch.profiler, two training steps (after two warm-up steps) of our LM and nanoGPT's GPT at depth 2, 4 x 256
-tokens, 1 thread; the same step closure as bench.py. Usage: python profile_lm.py /tmp/nanogpt_model.py"""
+tokens, 1 thread; the same step closure as extras/speed_vs_timm_nanogpt.py. Its log is
+results/cpu-speed-vs-timm-nanogpt/profile-lm-depth2-threads1.txt (made when this script sat in that folder).
+
+    python results/scripts/profile_lm.py <path to nanoGPT's model.py>
+"""
 import os, sys, torch, torch.nn.functional as F, importlib.util
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 import mimetic_lm as L
 from torch.profiler import profile, ProfilerActivity
-spec = importlib.util.spec_from_file_location("ng", sys.argv[1] if len(sys.argv) > 1 else "/tmp/nanogpt_model.py"); ng = importlib.util.module_from_spec(spec); spec.loader.exec_module(ng)
+if len(sys.argv) != 2:
+    sys.exit("usage: python results/scripts/profile_lm.py <path to nanoGPT's model.py>")
+spec = importlib.util.spec_from_file_location("ng", sys.argv[1]); ng = importlib.util.module_from_spec(spec); spec.loader.exec_module(ng)
 torch.set_num_threads(1); torch.manual_seed(0)
 d = 2
 ours = L.TransformerLM(L.LMConfig(vocab_size=50, block_size=256, width=384, depth=d, heads=8, dropout=0.1, emb_dropout=0.1))

@@ -1,7 +1,9 @@
-"""A synthetic Tiny ImageNet in the standard layout (the real one cannot be downloaded here: no internet):
+"""A synthetic Tiny ImageNet in the standard layout (the real one could not be downloaded: no internet), for the
+one-epoch check in results/cpu-tinyimagenet-synthetic-p4-w64d2h2-e1-mimetic/ (there written to /tmp/tin):
 200 classes (wnids s0000..s0199), 20 training and 5 validation 64x64 JPEGs per class, each a noisy
 image whose mean colour depends on its class; every 50th class's first training image is grayscale.
-    python make_synthetic_folder.py /tmp/tin    # -> /tmp/tin/tiny-imagenet-200/
+
+    python results/scripts/make_synthetic_folder.py <folder>    # -> <folder>/tiny-imagenet-200/
 """
 import os
 import sys
@@ -9,6 +11,8 @@ import sys
 import torch
 from torchvision.io import encode_jpeg, write_file
 
+if len(sys.argv) != 2:
+    sys.exit("usage: python results/scripts/make_synthetic_folder.py <folder>")
 root, classes, n_train, n_val = sys.argv[1], 200, 20, 5
 base = os.path.join(root, "tiny-imagenet-200")
 g = torch.Generator().manual_seed(0)

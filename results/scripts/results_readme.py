@@ -704,6 +704,11 @@ INDEX = [  # (glob patterns of folder names, what made them where no results.jso
     ([f"{V12}-e4-lr1e-3-*"], None),
     ([f"{V12}-e4-warmup0.25-*"], None),
     (["cpu-attention-entropy-d12"], "`python results/scripts/attention_entropy.py <run folder> ...` (depth 12)"),
+    (["cpu-attention-entropy-d12-authors"],
+     "`python results/scripts/attention_entropy.py <run folder> ...` (depth 12, the authors' recipe)"),
+    (["cpu-step-time-recipe"], "`python results/scripts/recipe_step_time.py /tmp/old_mimetic_vit.py` (its docstring)"),
+    (["cpu-augmentation-rate"], "`python extras/bench_vit.py --width=24 --depth=1 --heads=2 --patch_size=8 "
+     "--batch_size=512 --device=cpu` (its log)"),
     ([f"{V4}-e2-{arm}-seed*" for arm in ("qk", "vo", "voplus", "mimetic-learnedpos")], None),
     ([f"{V4}-e2-mimetic-pos*"], None),
     ([f"{V4}-e2-cmp-tfixup-seed*", f"{V4}-e2-cmp-zero-seed*"], None),
@@ -744,7 +749,9 @@ INDEX = [  # (glob patterns of folder names, what made them where no results.jso
 
 
 def folders():
-    return sorted(f for f in os.listdir("results") if os.path.isdir(f"results/{f}") and f != "scripts")
+    """The folders under results/ that git tracks: a run still going (a log, no results file) is not one yet."""
+    tracked = subprocess.run(["git", "ls-files", "results"], capture_output=True, text=True, check=True).stdout
+    return sorted({p.split("/")[1] for p in tracked.splitlines() if p.count("/") >= 2} - {"scripts"})
 
 
 def entry_of(folder):

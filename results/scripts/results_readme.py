@@ -785,7 +785,12 @@ def command_template(paths):
     --out_dir is dropped (the folder is the link). Runs with other keys give a template of their own."""
     groups = {}
     for p in paths:
-        tokens = [t for t in lt.read(p)["command"].split() if not t.startswith("--out_dir=")]
+        res = lt.read(p)
+        tokens = [t for t in res["command"].split() if not t.startswith("--out_dir=")]
+        if tokens[1] in ("mimetic_vit.py", "extras/compare.py") and "recipe" not in res["config"]:
+            tokens.append("--recipe=v1")  # run before the recipe issue: today's flag for what it ran
+            if "ra_chunk" not in res["config"]:
+                tokens.append("--ra_chunk=1")  # before 7b773af RandAugment drew per image
         groups.setdefault(tuple(t.split("=")[0] for t in tokens), []).append(tokens)
     out = []
     for runs in groups.values():
@@ -860,7 +865,12 @@ between two arms is the mean of the per-seed differences ± its standard error, 
 order, augmentation, default init and mimetic noise, so gaps are paired). **The laptop recipe** is
 `python mimetic_vit.py --width=96 --depth=4 --heads=3 --patch_size=4 --epochs=2 --batch_size=128` (65 tokens, 0.46M
 parameters, all 50,000 training images, the full test set) with the row's flags, `--seed=<k>` and
-`--out_dir=results/<the row's folder>`.
+`--out_dir=results/<the row's folder>`. **Recipe v1**: every ViT run before the recipe issue, which is every ViT run
+here but those of its own section, trained with this project's first recipe (5% warmup and cosine, RandAugment 2 ops
+at magnitude 9 drawn once per 8 images, Cutout 16, gradients clipped at 1); the programs now default to the authors'
+recipe, so to rerun an older row add `--recipe=v1` to its command (the index's commands carry it; a test feeds every
+recorded config back through today's parser with it and gets the same config). Runs from before commit `7b773af`
+drew RandAugment per image: add `--ra_chunk=1` as well.
 """
 
 

@@ -13,6 +13,7 @@ start)
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
     nproc
     python3 .carry/cifar10-jpeg/make_batches.py data | tail -1
+    mkdir -p out
     for arm in mimetic default; do
         setsid nohup python3 mimetic_vit.py --init=$arm --out_dir=out/gpu-recipe-$arm > out/gpu-recipe-$arm.log 2>&1 < /dev/null &
     done

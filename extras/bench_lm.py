@@ -13,7 +13,8 @@ import time
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
 import mimetic_lm  # noqa: E402
 
 # the vocabulary each dataset loads with (test_lm_section.py checks PTB and WikiText-2 against the files)
@@ -28,14 +29,14 @@ def train_flops_per_token(c):
     return 3 * (c.depth * per_layer + 2 * d * c.vocab_size)
 
 
-def seconds_per_step(step, sync, steps=20, warmup=5):
-    """Seconds per call of step() after warmup calls (compilation and allocation happen there)."""
+def seconds_per_call(fn, sync, steps=20, warmup=5):
+    """Seconds per call of fn() after warmup calls (compilation and allocation happen there)."""
     for _ in range(warmup):
-        step()
+        fn()
     sync()
     t0 = time.perf_counter()
     for _ in range(steps):
-        step()
+        fn()
     sync()
     return (time.perf_counter() - t0) / steps
 
@@ -60,7 +61,7 @@ def main(argv=None):
         opt.zero_grad(set_to_none=True)
 
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
-    tps = cfg.batch_size * cfg.seq_len / seconds_per_step(step, sync)
+    tps = cfg.batch_size * cfg.seq_len / seconds_per_call(step, sync)
     print(f"benchmark: {tps:.0f} tok/s | {tps * train_flops_per_token(c) / 1e12:.2f} TFLOP/s (model matmuls) | "
           f"{mimetic_lm.hardware(dev)} | {prec} | compile {compiled} | width {c.width} depth {c.depth} "
           f"heads {c.heads} vocab {c.vocab_size} seq_len {cfg.seq_len} batch {cfg.batch_size}")

@@ -38,7 +38,8 @@ def train_flops_per_image(c):
     return 3 * (c.depth * per_layer + 2 * d * c.num_classes) + 2 * patches
 
 
-def seconds_per_call(fn, sync, steps, warmup):
+def seconds_per_call(fn, sync, steps=20, warmup=5):
+    """Seconds per call of fn() after warmup calls (compilation and allocation happen there)."""
     for _ in range(warmup):
         fn()
     sync()
@@ -72,7 +73,7 @@ def main(argv=None):
         opt.step()
         opt.zero_grad(set_to_none=True)
 
-    ips = cfg.batch_size / seconds_per_call(step, sync, steps=20, warmup=5)
+    ips = cfg.batch_size / seconds_per_call(step, sync)
     print(f"model step: {ips:.0f} img/s")
 
     images = torch.randint(256, (8 * cfg.batch_size, 3, 32, 32), dtype=torch.uint8)
@@ -101,7 +102,7 @@ def main(argv=None):
 
     order[:] = [(torch.randperm(len(images))[:cfg.batch_size], i) for i in range(25)]
     batch_iter = iter(loader)
-    whole_ips = cfg.batch_size / seconds_per_call(whole, sync, steps=20, warmup=5)
+    whole_ips = cfg.batch_size / seconds_per_call(whole, sync)
     print(f"whole step: {whole_ips:.0f} img/s, {100 * whole_ips / ips:.0f}% of the model step")
     print(f"benchmark: {ips:.0f} img/s | {ips * train_flops_per_image(c) / 1e12:.2f} TFLOP/s (model matmuls) | "
           f"{mv.hardware(dev)} | {prec} | compile {compiled} | width {c.width} depth {c.depth} heads {c.heads} "

@@ -212,17 +212,20 @@ def apply_comparison(model, cfg):
 # main
 
 def parse(argv):
-    """The program's config with this script's keys added (recorded in results.json, compared on --resume)."""
+    """The program's config with this script's KEYS added (recorded in results.json, compared on --resume)."""
+    if "-h" in argv or "--help" in argv:
+        print(__doc__ + "\nThis script's keys and defaults: " + " ".join(f"--{k}={v}" for k, v in KEYS.items()))
+        raise SystemExit(0)
     ours, rest = dict(KEYS), []
     for arg in argv:
-        key, _, val = arg.removeprefix("--").partition("=")
+        key, _, text = arg.removeprefix("--").partition("=")
         if key not in KEYS:
             rest.append(arg)
             continue
         try:
-            ours[key] = type(KEYS[key])(val)
+            ours[key] = type(KEYS[key])(text)
         except ValueError:
-            raise SystemExit(f"error: --{key}={val}: expected a {type(KEYS[key]).__name__}") from None
+            raise SystemExit(f"error: --{key}={text}: expected a {type(KEYS[key]).__name__}") from None
     if ours["compare"] not in INIT:
         raise SystemExit(f"error: pass --compare=one of {', '.join(INIT)} (got {ours['compare'] or 'none'})")
     cfg = mv.parse_config([f"--init={INIT[ours['compare']]}", *rest])  # a later --init overrides the arm's
@@ -236,9 +239,6 @@ def parse(argv):
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    if "-h" in argv or "--help" in argv:
-        print(__doc__)
-        return None
     cfg = parse(argv)
     dev, amp, prec = mv.device_and_precision(cfg)
     data = list(mv.load_dataset(cfg.dataset, cfg.data_dir))

@@ -12,7 +12,7 @@ Run from the repository root (about a second on one core; no matplotlib, torchvi
     python extras/fig3.py                                 # -> figures/vit-fig3-alpha-beta.png, README.md's figure
     python extras/fig3.py --out=/tmp/fig3.png --width=192 # another path; ViT-Tiny's full width
 
-Own key: --out=<png path>. Of mimetic_vit.py's config keys it reads --width (96 here unless given: ViT-Tiny's
+This script's key: --out=<png path>. Of mimetic_vit.py's config keys it reads --width (96 here unless given: ViT-Tiny's
 k = d/3 at half its width, which keeps it to about a second; our choice), --heads and --seed.
 """
 
@@ -26,6 +26,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 import mimetic_vit as mv  # noqa: E402
 
+KEYS = {"out": os.path.join("figures", "vit-fig3-alpha-beta.png")}  # this script's keys, defaults: README.md's figure
 BLUE, RED = (0.26, 0.58, 0.76), (0.84, 0.38, 0.30)  # the SVD construction, the simple one
 
 
@@ -79,24 +80,38 @@ def save_fig3(path, points, size=240, top=1.2):
     return path
 
 
-def main(argv=None):
-    argv = sys.argv[1:] if argv is None else argv
+def parse(argv):
+    """mimetic_vit.py's config (width 96 unless given) with this script's KEYS added."""
     if "-h" in argv or "--help" in argv:
-        print(__doc__)
-        return None
-    outs = [a.partition("=")[2] for a in argv if a.startswith("--out=")]
-    out = outs[-1] if outs else os.path.join("figures", "vit-fig3-alpha-beta.png")
-    if not out.lower().endswith(".png"):
-        raise SystemExit(f"error: --out={out} must name a .png file")
-    cfg = mv.parse_config(["--width=96", *(a for a in argv if not a.startswith("--out="))])
-    os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
+        print(__doc__ + "\nThis script's keys and defaults: " + " ".join(f"--{k}={v}" for k, v in KEYS.items()))
+        raise SystemExit(0)
+    ours, rest = dict(KEYS), []
+    for arg in argv:
+        key, _, text = arg.removeprefix("--").partition("=")
+        if key not in KEYS:
+            rest.append(arg)
+            continue
+        try:
+            ours[key] = type(KEYS[key])(text)
+        except ValueError:
+            raise SystemExit(f"error: --{key}={text}: expected a {type(KEYS[key]).__name__}") from None
+    if not ours["out"].lower().endswith(".png"):
+        raise SystemExit(f"error: --out={ours['out']} must name a .png file")
+    cfg = mv.parse_config(["--width=96", *rest])
+    vars(cfg).update(ours)
+    return cfg
+
+
+def main(argv=None):
+    cfg = parse(sys.argv[1:] if argv is None else argv)
+    os.makedirs(os.path.dirname(cfg.out) or ".", exist_ok=True)
     points = fig3_points(cfg.width, cfg.heads, seed=cfg.seed)
     for rank, k in (("low rank", cfg.width // cfg.heads), ("full rank", cfg.width)):
         ratios = [b / a for a, b in points["simple", rank][1:]]  # the first scale is 0
         print(f"{rank}, k = {k}: the simple construction's beta / alpha is {sum(ratios) / len(ratios):.3f} at "
               f"every scale, sqrt(k / d) = {math.sqrt(k / cfg.width):.3f}")
-    print(f"wrote {save_fig3(out, points)}")
-    return out
+    print(f"wrote {save_fig3(cfg.out, points)}")
+    return cfg.out
 
 
 if __name__ == "__main__":

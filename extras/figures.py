@@ -19,7 +19,7 @@ Run from the repository root (each about 8 s of CPU time on one core, measured o
     python extras/figures.py --program=lm --checkpoint=out/lm-ptb_char-mimetic-seed0/best.pt  # -> <folder>/figures/
 README.md's figures are the first three, copied to figures/<program>-<init>-init-<name>.png.
 
-Own keys: --program=vit|lm (required), --checkpoint=<a run's ckpt.pt or best.pt>, --out=<folder> (default
+This script's keys: --program=vit|lm (required), --checkpoint=<a run's ckpt.pt or best.pt>, --out=<folder> (default
 out/figures-<program>-<init>-seed<seed>, or the checkpoint's folder + /figures). Every other --key=value is the
 program's (python mimetic_vit.py --help). Without --checkpoint the model is the program's fresh one, built as its
 main() builds it (build_model); with one, the checkpoint's saved config decides the model and its weights are
@@ -41,7 +41,7 @@ import mimetic_lm  # noqa: E402
 import mimetic_vit  # noqa: E402
 
 PROGRAMS = {"vit": mimetic_vit, "lm": mimetic_lm}
-OWN_KEYS = ("program", "checkpoint", "out")
+KEYS = {"program": "", "checkpoint": "", "out": ""}  # this script's keys, defaults (the module docstring)
 
 
 def weight_products(model):
@@ -100,32 +100,49 @@ def save_figures(model, x, causal, folder, clip=64, zoom=2):
     return paths
 
 
-def main(argv=None):
-    argv = sys.argv[1:] if argv is None else argv
+def parse(argv):
+    """The config of the program --program names, with this script's KEYS added; with --checkpoint, the checkpoint's
+    config and data_dir as given. Returns (config, the checkpoint or None)."""
     if "-h" in argv or "--help" in argv:
-        print(__doc__)
-        return None
-    split = [a.removeprefix("--").partition("=") for a in argv]
-    own = {key: value for key, _, value in split if key in OWN_KEYS}
-    rest = [a for a, (key, _, _) in zip(argv, split) if key not in OWN_KEYS]
-    if own.get("program") not in PROGRAMS:
-        raise SystemExit(f"error: --program={own.get('program', '')}: use --program=vit or --program=lm")
-    name, program = own["program"], PROGRAMS[own["program"]]
+        print(__doc__ + "\nThis script's keys and defaults: " + " ".join(f"--{k}={v}" for k, v in KEYS.items()))
+        raise SystemExit(0)
+    ours, rest = dict(KEYS), []
+    for arg in argv:
+        key, _, text = arg.removeprefix("--").partition("=")
+        if key not in KEYS:
+            rest.append(arg)
+            continue
+        try:
+            ours[key] = type(KEYS[key])(text)
+        except ValueError:
+            raise SystemExit(f"error: --{key}={text}: expected a {type(KEYS[key]).__name__}") from None
+    if ours["program"] not in PROGRAMS:
+        raise SystemExit(f"error: --program={ours['program']}: use --program=vit or --program=lm")
+    program = PROGRAMS[ours["program"]]
     refused = [a for a in rest if not a.startswith("--data_dir=")]
-    if own.get("checkpoint") and refused:
+    if ours["checkpoint"] and refused:
         raise SystemExit(f"error: {' '.join(refused)}: with --checkpoint the checkpoint's config decides the model; "
                          f"only --data_dir may be given")
     cfg, ckpt = program.parse_config(rest), None  # a wrong key or value: the program's own error line
-    if own.get("checkpoint"):
-        if not os.path.isfile(own["checkpoint"]):
-            raise SystemExit(f"error: --checkpoint={own['checkpoint']}: no such file (name a run's ckpt.pt or best.pt)")
-        ckpt = program.load_checkpoint(own["checkpoint"])
+    if ours["checkpoint"]:
+        if not os.path.isfile(ours["checkpoint"]):
+            raise SystemExit(f"error: --checkpoint={ours['checkpoint']}: no such file (name a run's ckpt.pt or "
+                             f"best.pt)")
+        ckpt = program.load_checkpoint(ours["checkpoint"])
         cfg = SimpleNamespace(**{**vars(cfg), **ckpt["config"], "data_dir": cfg.data_dir})  # defaults: older runs
-        if name == "vit" and cfg.dataset not in mimetic_vit.DATASETS:
-            raise SystemExit(f"error: --checkpoint={own['checkpoint']}: a {cfg.dataset} run of extras/table4.py; "
+        if ours["program"] == "vit" and cfg.dataset not in mimetic_vit.DATASETS:
+            raise SystemExit(f"error: --checkpoint={ours['checkpoint']}: a {cfg.dataset} run of extras/table4.py; "
                              f"this script draws runs of mimetic_vit.py (CIFAR) and mimetic_lm.py")
-    out = own.get("out") or (os.path.join(os.path.dirname(own["checkpoint"]), "figures") if ckpt is not None
-                             else os.path.join("out", f"figures-{name}-{cfg.init}-seed{cfg.seed}"))
+    vars(cfg).update(ours)
+    if not cfg.out:
+        cfg.out = (os.path.join(os.path.dirname(cfg.checkpoint), "figures") if ckpt is not None
+                   else os.path.join("out", f"figures-{cfg.program}-{cfg.init}-seed{cfg.seed}"))
+    return cfg, ckpt
+
+
+def main(argv=None):
+    cfg, ckpt = parse(sys.argv[1:] if argv is None else argv)
+    name = cfg.program
     if name == "vit":
         test_x = mimetic_vit.load_dataset(cfg.dataset, cfg.data_dir)[2]
         model = mimetic_vit.build_model(cfg, mimetic_vit.DATASETS[cfg.dataset][3])
@@ -139,7 +156,7 @@ def main(argv=None):
         x = valid[:min(8, len(valid) // T) * T].view(-1, T)  # (8, seq_len): the first windows of validation text
     if ckpt is not None:
         model.load_state_dict(ckpt["model"])
-    paths = save_figures(model.eval(), x, causal=name == "lm", folder=out)
+    paths = save_figures(model.eval(), x, causal=name == "lm", folder=cfg.out)
     print("wrote " + ", ".join(paths))
     return paths
 

@@ -21,7 +21,8 @@ import sys
 
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
 import mimetic_lm as lm  # noqa: E402
 
 
@@ -49,19 +50,24 @@ def build_model(cfg, vocab_size):
     return model
 
 
-def main(argv=None):
-    argv = sys.argv[1:] if argv is None else argv
+def parse(argv):
+    """mimetic_lm.py's config, marked qk_basis=random, with this script's out_dir unless one is given."""
     if "-h" in argv or "--help" in argv:
         print(__doc__)
-        return None
-    out_given = any(a.startswith("--out_dir=") and a != "--out_dir=" for a in argv)
+        raise SystemExit(0)
     cfg = lm.parse_config(argv)
     if cfg.alpha1 != 0 or cfg.init not in ("mimetic", "qk"):
         raise SystemExit(f"error: a random basis is for the W_Q W_K^T init with alpha1 = 0 (got --init={cfg.init}, "
                          f"--alpha1={cfg.alpha1}): pass --init=mimetic --alpha1=0")
     cfg.qk_basis = "random"  # recorded in results.json and compared on --resume
-    if not out_given:
+    if not any(a.startswith("--out_dir=") and a != "--out_dir=" for a in argv):
         cfg.out_dir = os.path.join("out", f"lm-{cfg.dataset}-{cfg.init}-randombasis-seed{cfg.seed}")
+    return cfg
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    cfg = parse(argv)
     dev, amp, prec = lm.device_and_precision(cfg)
     print("config: " + " ".join(f"{k}={v}" for k, v in vars(cfg).items()))
     ckpt = lm.open_run(cfg)

@@ -6,15 +6,22 @@ vocabulary, so no training flag needs repeating.
 Characters: the prompt is read as characters ("\\n" = end of line). Words: split on spaces, every word in the
 vocabulary. Without a prompt, the text starts after an end of line. The draws are seeded (--seed).
 """
-import argparse
 import os
 import sys
 from types import SimpleNamespace
 
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
 import mimetic_lm  # noqa: E402
+
+KEYS = {"out_dir": "",       # the run's folder, holding best.pt (required)
+        "n": 300,            # tokens to sample
+        "prompt": "",        # text that the sample continues
+        "temperature": 1.0,  # softmax temperature (> 0)
+        "seed": 0,           # seed of the draws
+        "device": ""}        # "" = cuda if available, else cpu
 
 
 @torch.no_grad()
@@ -27,15 +34,30 @@ def generate(model, idx, n, temperature=1.0, generator=None):
     return idx
 
 
+def parse(argv):
+    """This script's KEYS, given or default: it takes none of the program's keys (the run's checkpoint holds them)."""
+    if "-h" in argv or "--help" in argv:
+        print(__doc__ + "\nThis script's keys and defaults: " + " ".join(f"--{k}={v}" for k, v in KEYS.items()))
+        raise SystemExit(0)
+    ours, rest = dict(KEYS), []
+    for arg in argv:
+        key, _, text = arg.removeprefix("--").partition("=")
+        if key not in KEYS:
+            rest.append(arg)
+            continue
+        try:
+            ours[key] = type(KEYS[key])(text)
+        except ValueError:
+            raise SystemExit(f"error: --{key}={text}: expected a {type(KEYS[key]).__name__}") from None
+    if rest:
+        raise SystemExit(f"error: unknown key {rest[0]!r}; known keys: {', '.join(KEYS)} (use --key=value)")
+    if not ours["out_dir"]:
+        raise SystemExit("error: pass --out_dir=<the folder of a finished mimetic_lm.py run>")
+    return SimpleNamespace(**ours)
+
+
 def main(argv=None):
-    p = argparse.ArgumentParser(description="Sample text from a finished mimetic_lm.py run (its best.pt).")
-    p.add_argument("--out_dir", required=True, help="the run's folder, holding best.pt")
-    p.add_argument("--n", type=int, default=300, help="tokens to sample")
-    p.add_argument("--prompt", default="", help="text that the sample continues")
-    p.add_argument("--temperature", type=float, default=1.0, help="softmax temperature (> 0)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the draws")
-    p.add_argument("--device", default="", help='"" = cuda if available, else cpu')
-    args = p.parse_args(argv)
+    args = parse(sys.argv[1:] if argv is None else argv)
     path = os.path.join(args.out_dir, "best.pt")
     if not os.path.exists(path):
         raise SystemExit(f"error: no {path}: --out_dir must name a run that finished at least one epoch")

@@ -18,7 +18,6 @@ Run from the repository root:
 timm is imported as installed (pip install timm); nanoGPT's model.py is imported from the path given,
 not copied here. --profile=N prints torch.profiler's table of the N costliest ops for one step of each.
 """
-import argparse
 import importlib.util
 import os
 import platform
@@ -27,6 +26,7 @@ import statistics
 import sys
 import time
 from contextlib import nullcontext
+from types import SimpleNamespace
 
 import torch
 import torch.nn.functional as F
@@ -35,6 +35,19 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 import mimetic_lm  # noqa: E402
 import mimetic_vit  # noqa: E402
+
+KEYS = {"nanogpt": "/tmp/nanogpt_model.py",  # path of nanoGPT's model.py
+        "mode": "fp32",                       # one of MODES: bf16 is autocast, compile is torch.compile
+        "depth": 12,                          # blocks of every model
+        "vit_batch": 32,                      # images a ViT step
+        "lm_batch": 4,                        # sequences an LM step
+        "lm_tokens": 256,                     # tokens a sequence
+        "warmup": 2,                          # untimed steps of each model first
+        "rounds": 5,                          # timed rounds, the models' order rotating by one each round
+        "steps": 2,                           # steps of each model a round
+        "threads": 2,                         # torch.set_num_threads
+        "profile": 0}                         # N > 0: torch.profiler's N costliest ops for one step of each
+MODES = ("fp32", "bf16", "compile", "bf16-compile")
 
 
 def load_nanogpt(path):
@@ -106,21 +119,31 @@ def make_step(name, model, make_input, amp, compiled):
     return step
 
 
+def parse(argv):
+    """This script's KEYS, given or default (it takes none of the programs' keys)."""
+    if "-h" in argv or "--help" in argv:
+        print(__doc__ + "\nThis script's keys and defaults: " + " ".join(f"--{k}={v}" for k, v in KEYS.items()))
+        raise SystemExit(0)
+    ours, rest = dict(KEYS), []
+    for arg in argv:
+        key, _, text = arg.removeprefix("--").partition("=")
+        if key not in KEYS:
+            rest.append(arg)
+            continue
+        try:
+            ours[key] = type(KEYS[key])(text)
+        except ValueError:
+            raise SystemExit(f"error: --{key}={text}: expected a {type(KEYS[key]).__name__}") from None
+    if rest:
+        raise SystemExit(f"error: unknown key {rest[0]!r}; known keys: {', '.join(KEYS)} (use --key=value)")
+    if ours["mode"] not in MODES:
+        raise SystemExit(f"error: --mode={ours['mode']}: use one of {', '.join(MODES)}")
+    return SimpleNamespace(**ours)
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--nanogpt", default="/tmp/nanogpt_model.py", help="path of nanoGPT's model.py")
-    p.add_argument("--mode", default="fp32", choices=["fp32", "bf16", "compile", "bf16-compile"])
-    p.add_argument("--depth", type=int, default=12)
-    p.add_argument("--vit_batch", type=int, default=32)
-    p.add_argument("--lm_batch", type=int, default=4)
-    p.add_argument("--lm_tokens", type=int, default=256)
-    p.add_argument("--warmup", type=int, default=2)
-    p.add_argument("--rounds", type=int, default=5)
-    p.add_argument("--steps", type=int, default=2)
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--profile", type=int, default=0)
-    args = p.parse_args(argv)
+    args = parse(argv)
     if not os.path.exists(args.nanogpt):
         raise SystemExit(f"error: --nanogpt={args.nanogpt} not found: pass the path of nanoGPT's model.py "
                          f"(github.com/karpathy/nanoGPT)")

@@ -50,6 +50,7 @@ DATASETS = {  # name: (classes, image side, normalisation mean and std)
     "tinyimagenet": (200, 64, ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))),
 }
 TINY_IMAGENET_URL = "http://cs231n.stanford.edu/tiny-imagenet-200.zip"  # the archive the course publishes
+KEYS = {"dataset": ""}  # this script's keys, defaults: --dataset replaces the program's (CIFAR) key
 
 
 def reachable(url):
@@ -134,28 +135,38 @@ def decode_tinyimagenet(base):
 
 
 def parse(argv):
-    """(dataset name, the program's config): --dataset taken out, this script's defaults put before the rest."""
-    name = ([a.partition("=")[2] for a in argv if a.startswith("--dataset=")] or [""])[-1]
+    """The program's config with this script's KEYS (--dataset) in place of its own, and this script's defaults put
+    before the rest."""
+    if "-h" in argv or "--help" in argv:
+        print(__doc__ + "\nThis script's keys and defaults: " + " ".join(f"--{k}={v}" for k, v in KEYS.items()))
+        raise SystemExit(0)
+    ours, rest = dict(KEYS), []
+    for arg in argv:
+        key, _, text = arg.removeprefix("--").partition("=")
+        if key not in KEYS:
+            rest.append(arg)
+            continue
+        try:
+            ours[key] = type(KEYS[key])(text)
+        except ValueError:
+            raise SystemExit(f"error: --{key}={text}: expected a {type(KEYS[key]).__name__}") from None
+    name = ours["dataset"]
     if name not in DATASETS:
         raise SystemExit(f"error: pass --dataset=svhn or --dataset=tinyimagenet (got {name or 'none'}; "
                          f"CIFAR-10 and CIFAR-100: python mimetic_vit.py --dataset=...)")
-    rest = [a for a in argv if not a.startswith("--dataset=")]
     side = DATASETS[name][1]
     patch = ["--patch_size=4"] if name == "tinyimagenet" else []  # Sec. 5.3; a later --patch_size overrides it
     cfg = mv.parse_config([f"--image_size={side}", *patch, *rest])
-    cfg.dataset = name  # recorded in results.json and compared on --resume
+    vars(cfg).update(ours)  # recorded in results.json and compared on --resume
     if not any(a.startswith("--out_dir=") and a != "--out_dir=" for a in rest):
         cfg.out_dir = os.path.join("out", f"vit-{name}-{cfg.init}-seed{cfg.seed}")
-    return name, cfg
+    return cfg
 
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    if "-h" in argv or "--help" in argv:
-        print(__doc__)
-        return None
-    name, cfg = parse(argv)
-    classes, _, (mean, std) = DATASETS[name]
+    cfg = parse(argv)
+    classes, _, (mean, std) = DATASETS[cfg.dataset]
     dev, amp, prec = mv.device_and_precision(cfg)
     print("config: " + " ".join(f"{k}={v}" for k, v in vars(cfg).items()))
     ckpt = mv.open_run(cfg)
@@ -167,7 +178,7 @@ def main(argv=None):
           f"tokens ({model.config.image_size}x{model.config.image_size} images, patch {cfg.patch_size}), "
           f"{mv.hardware(dev)}, {prec}")
 
-    data = list((load_svhn if name == "svhn" else load_tinyimagenet)(cfg.data_dir))
+    data = list((load_svhn if cfg.dataset == "svhn" else load_tinyimagenet)(cfg.data_dir))
     data[2], data[3] = data[2].to(dev), data[3].to(dev)  # the training set stays with the augmenting workers
     if cfg.train_subset:
         data[0], data[1] = data[0][:cfg.train_subset], data[1][:cfg.train_subset]

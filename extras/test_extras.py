@@ -57,6 +57,34 @@ def write_tiny_imagenet(root, wnids=("n02", "n01", "n03"), per_class=3, seed=0):
         f.writelines(f"{name}\t{wnids[y]}\t0\t0\t63\t63\n" for name, y in val)
 
 
+# each script's arguments before its first unknown key (its required key, so that the key check is reached)
+SCRIPTS = {"bench_lm": [], "bench_vit": [], "compare": ["--compare=zero"], "fig3": [], "figures": ["--program=lm"],
+           "lm_qk_basis": [], "sample": ["--out_dir=run"], "speed_vs_timm_nanogpt": [], "table4": ["--dataset=svhn"]}
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_every_script_takes_key_value_help_and_one_line_errors(name, tmp_path, monkeypatch, capsys):
+    """One command line for every script in extras/: the same prologue (ROOT on sys.path), --key=value only (the
+    program's keys through its parse_config, the script's own in KEYS); --help exits 0 with the docstring or the
+    program's keys; an unknown key or a value of the wrong type is one error line, before any work."""
+    assert sorted(SCRIPTS) == sorted(f[:-3] for f in os.listdir(os.path.join(ROOT, "extras"))
+                                     if f.endswith(".py") and not f.startswith("test_"))
+    monkeypatch.chdir(tmp_path)  # a script that did work would write here
+    script = extra(name)
+    assert script.ROOT == ROOT
+    with pytest.raises(SystemExit) as e:
+        script.main(["--help"])
+    assert e.value.code == 0 and "--" in capsys.readouterr().out
+    with pytest.raises(SystemExit, match=r"^error: unknown (config )?key '(--)?colour") as e:
+        script.main([*SCRIPTS[name], "--colour=red"])
+    assert "\n" not in str(e.value)
+    keys = getattr(script, "KEYS", {})
+    for key in [k for k, v in keys.items() if isinstance(v, (int, float))][:1]:
+        with pytest.raises(SystemExit, match=f"^error: --{key}=big: expected a "):
+            script.main([*SCRIPTS[name], f"--{key}=big"])
+    assert os.listdir(tmp_path) == []
+
+
 def test_lm_qk_basis_random_gives_each_head_its_own_directions():
     """extras/lm_qk_basis.py (our choice for a1 = 0): per head W_Q = W_K with orthonormal columns times sqrt(b1),
     so W_Q W_K^T = b1 Q Q^T has k eigenvalues b1 and the rest 0, as far from b1 I as the literal init
@@ -251,13 +279,13 @@ def test_tiny_imagenet_layout_cache_and_offline(tmp_path, monkeypatch, capsys):
 
 
 def test_table4_defaults_patch_4_for_tiny_imagenet_and_out_dir_by_dataset():
-    name, cfg = table4.parse(["--dataset=tinyimagenet"])
-    assert (name, cfg.dataset, cfg.patch_size, cfg.image_size) == ("tinyimagenet", "tinyimagenet", 4, 64)
+    cfg = table4.parse(["--dataset=tinyimagenet"])
+    assert (cfg.dataset, cfg.patch_size, cfg.image_size) == ("tinyimagenet", 4, 64)
     assert cfg.out_dir == os.path.join("out", "vit-tinyimagenet-mimetic-seed0")
-    assert table4.parse(["--dataset=tinyimagenet", "--patch_size=8"])[1].patch_size == 8  # given: it wins
-    _, cfg = table4.parse(["--dataset=svhn", "--init=default", "--seed=3"])
+    assert table4.parse(["--dataset=tinyimagenet", "--patch_size=8"]).patch_size == 8  # given: it wins
+    cfg = table4.parse(["--dataset=svhn", "--init=default", "--seed=3"])
     assert (cfg.patch_size, cfg.image_size, cfg.out_dir) == (2, 32, os.path.join("out", "vit-svhn-default-seed3"))
-    assert table4.parse(["--dataset=svhn", "--out_dir=elsewhere"])[1].out_dir == "elsewhere"
+    assert table4.parse(["--dataset=svhn", "--out_dir=elsewhere"]).out_dir == "elsewhere"
     for argv in ([], ["--dataset=cifar10"]):
         with pytest.raises(SystemExit, match="^error: pass --dataset=svhn or --dataset=tinyimagenet"):
             table4.parse(argv)
@@ -296,7 +324,6 @@ def test_table4_trains_tiny_imagenet_end_to_end(tmp_path, monkeypatch, capsys):
 
 def test_scripts_run_as_commands_from_another_folder(tmp_path, monkeypatch, capsys):
     """`python extras/<script>.py` finds the program from any folder, and a user mistake is one error line."""
-    assert bench_vit.ROOT == fig3.ROOT == table4.ROOT == speed.ROOT == ROOT
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "argv", ["table4.py", "--dataset=imagenet"])
     with pytest.raises(SystemExit) as e:
@@ -304,8 +331,9 @@ def test_scripts_run_as_commands_from_another_folder(tmp_path, monkeypatch, caps
     assert str(e.value) == ("error: pass --dataset=svhn or --dataset=tinyimagenet (got imagenet; CIFAR-10 and "
                             "CIFAR-100: python mimetic_vit.py --dataset=...)")
     monkeypatch.setattr(sys, "argv", ["fig3.py", "--help"])
-    runpy.run_path(os.path.join(ROOT, "extras", "fig3.py"), run_name="__main__")
-    assert "python extras/fig3.py" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as e:
+        runpy.run_path(os.path.join(ROOT, "extras", "fig3.py"), run_name="__main__")
+    assert e.value.code == 0 and "python extras/fig3.py" in capsys.readouterr().out
 
 
 def test_speed_vs_timm_nanogpt_help_and_a_stubbed_run(tmp_path, monkeypatch, capsys):
@@ -313,7 +341,7 @@ def test_speed_vs_timm_nanogpt_help_and_a_stubbed_run(tmp_path, monkeypatch, cap
     our ViT, nanoGPT's GPT an embedding and a head), which runs every line of the comparison but the imports."""
     with pytest.raises(SystemExit) as e:
         speed.main(["--help"])
-    assert e.value.code == 0 and "--nanogpt NANOGPT" in capsys.readouterr().out
+    assert e.value.code == 0 and "--nanogpt=/tmp/nanogpt_model.py --mode=fp32" in capsys.readouterr().out
     fake = types.ModuleType("timm")
     fake.__version__, fake.layers = "stub", types.SimpleNamespace(use_fused_attn=lambda: True)
     vt = types.ModuleType("timm.models.vision_transformer")

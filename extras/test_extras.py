@@ -34,27 +34,8 @@ bench_vit, compare, fig3, figures, table4, speed = (extra(n) for n in (
     "bench_vit", "compare", "fig3", "figures", "table4", "speed_vs_timm_nanogpt"))
 
 
-def write_tiny_imagenet(root, wnids=("n02", "n01", "n03"), per_class=3, seed=0):
-    """A tiny Tiny ImageNet in the standard layout; each JPEG's brightness is set by its class (60 * label + 20
-    on average); one grayscale JPEG (the second class's first); val labels not in file order."""
-    g = torch.Generator().manual_seed(seed)
-    base = os.path.join(root, "tiny-imagenet-200")
-
-    def jpeg(rel, y, gray=False):
-        os.makedirs(os.path.dirname(os.path.join(base, rel)), exist_ok=True)
-        x = (torch.rand(64, 64, 1 if gray else 3, generator=g) * 40 + 60 * y).to(torch.uint8)
-        Image.fromarray(x.squeeze(-1).numpy() if gray else x.numpy()).save(os.path.join(base, rel), "JPEG", quality=95)
-
-    for y, w in enumerate(wnids):
-        for i in range(per_class):
-            jpeg(f"train/{w}/images/{w}_{i}.JPEG", y, gray=(y == 1 and i == 0))
-    with open(os.path.join(base, "wnids.txt"), "w") as f:
-        f.write("\n".join(wnids) + "\n")
-    val = [(f"val_{i}.JPEG", (2 * i + 1) % len(wnids)) for i in range(5)]
-    for name, y in val:
-        jpeg(f"val/images/{name}", y)
-    with open(os.path.join(base, "val", "val_annotations.txt"), "w") as f:
-        f.writelines(f"{name}\t{wnids[y]}\t0\t0\t63\t63\n" for name, y in val)
+# ==================================================================================================
+# extras/*.py: one command line, one prologue; helpers of several scripts' tests
 
 
 # each script's arguments before its first unknown key (its required key, so that the key check is reached)
@@ -85,75 +66,27 @@ def test_every_script_takes_key_value_help_and_one_line_errors(name, tmp_path, m
     assert os.listdir(tmp_path) == []
 
 
-def test_lm_qk_basis_random_gives_each_head_its_own_directions():
-    """extras/lm_qk_basis.py (our choice for a1 = 0): per head W_Q = W_K with orthonormal columns times sqrt(b1),
-    so W_Q W_K^T = b1 Q Q^T has k eigenvalues b1 and the rest 0, as far from b1 I as the literal init
-    (Eckart-Young: ||b1 I - P||_F^2 = b1^2 (d - k)); the heads' subspaces differ; W_V W_proj are the literal
-    init's, bit for bit."""
-    qk_basis = extra("lm_qk_basis")
-    args = ["--dataset=ptb_char", "--width=24", "--depth=2", "--heads=3"]
-    literal = lm.build_model(lm.parse_config(args), 20)
-    model = qk_basis.build_model(lm.parse_config(args), 20)
-    d, k = 24, 8
-    for block, ref in zip(model.blocks, literal.blocks):
-        W = block.attn.qkv.weight.detach()
-        assert torch.equal(W[:d], W[d:2 * d])  # W_Q = W_K, every head
-        products = qk_products(W, 3)
-        for P in products:
-            assert torch.allclose(torch.linalg.eigvalsh(P.double())[-k:], torch.full((k,), 0.5, dtype=torch.float64),
-                                  atol=1e-5)
-            assert math.isclose(torch.linalg.norm(0.5 * torch.eye(d) - P).item() ** 2, 0.25 * (d - k), rel_tol=1e-4)
-        assert not torch.allclose(products[0], products[1], atol=1e-2)  # literal: every head the same
-        assert torch.equal(W[2 * d:], ref.attn.qkv.weight[2 * d:]) and torch.equal(block.attn.proj.weight,
-                                                                                    ref.attn.proj.weight)
-    with pytest.raises(SystemExit, match="error: a random basis is for the W_Q W_K\\^T init with alpha1 = 0"):
-        qk_basis.main([*args, "--alpha1=0.3"])
+def test_scripts_run_as_commands_from_another_folder(tmp_path, monkeypatch, capsys):
+    """`python extras/<script>.py` finds the program from any folder, and a user mistake is one error line."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", ["table4.py", "--dataset=imagenet"])
+    with pytest.raises(SystemExit) as e:
+        runpy.run_path(os.path.join(ROOT, "extras", "table4.py"), run_name="__main__")
+    assert str(e.value) == ("error: pass --dataset=svhn or --dataset=tinyimagenet (got imagenet; CIFAR-10 and "
+                            "CIFAR-100: python mimetic_vit.py --dataset=...)")
+    monkeypatch.setattr(sys, "argv", ["fig3.py", "--help"])
+    with pytest.raises(SystemExit) as e:
+        runpy.run_path(os.path.join(ROOT, "extras", "fig3.py"), run_name="__main__")
+    assert e.value.code == 0 and "python extras/fig3.py" in capsys.readouterr().out
+
+
+def read_image(path):
+    """A PNG as uint8 (channels, H, W) (PIL: torchvision's reader is deprecated)."""
+    return torch.from_numpy(np.array(Image.open(path))).permute(2, 0, 1)
 
 
 # ==================================================================================================
-# extras/: the language program's side scripts (sampling, benchmark, figures)
-
-
-@pytest.fixture(scope="module")
-def finished_run(tmp_path_factory):
-    """One tiny word-level run, trained for one epoch: (data_dir, out_dir). Tests copy it before changing it."""
-    root = tmp_path_factory.mktemp("lm")
-    write_corpus(str(root / "ptb"), lines=(150, 20, 20))
-    lm.main(LM_TINY + [f"--data_dir={root}", f"--out_dir={root / 'run'}", "--epochs=1"])
-    return root, root / "run"
-
-
-def test_extras_sample_from_a_finished_run(finished_run, tmp_path, capsys):
-    moved = tmp_path / "moved"  # best.pt carries the settings and the vocabulary: no flag needs repeating
-    shutil.copytree(finished_run[1], moved)
-    sample = extra("sample")
-    text = sample.main([f"--out_dir={moved}", "--n=12", "--prompt=w1 w2", "--device=cpu"])
-    assert text.startswith("w1 w2") and len(text.split()) + text.count("\n") == 2 + 12 and "<eos>" not in text
-    assert " \n" not in text and "\n " not in text  # "<eos>" is a line break, without the spaces around it
-    assert capsys.readouterr().out.strip().endswith(text.strip())
-    assert sample.main([f"--out_dir={moved}", "--n=12", "--prompt=w1 w2", "--device=cpu"]) == text  # seeded
-    text = sample.main([f"--out_dir={moved}", "--n=5"])
-    assert len(text.split()) + text.count("\n") == 1 + 5  # starts after an end of line
-    with pytest.raises(SystemExit, match="not in the 31-token vocabulary"):
-        sample.main([f"--out_dir={moved}", "--prompt=w1 zebra"])
-    with pytest.raises(SystemExit, match="no .*best.pt"):
-        sample.main([f"--out_dir={tmp_path / 'none'}"])
-
-
-def test_extras_refuse_a_checkpoint_that_runs_code(tmp_path):
-    """extras/figures.py --checkpoint and extras/sample.py read a checkpoint as the programs do (weights_only=True):
-    one that runs code when unpickled (here: it makes a file) is refused in one line that names it; no code runs."""
-    marker, path = tmp_path / "the code ran", tmp_path / "run" / "best.pt"
-    path.parent.mkdir()
-    torch.save({"payload": RunsCode(f"open({str(marker)!r}, 'w').close()")}, path)
-    sample = extra("sample")
-    for main, argv in [(figures.main, ["--program=vit", f"--checkpoint={path}"]),
-                       (figures.main, ["--program=lm", f"--checkpoint={path}"]),
-                       (sample.main, [f"--out_dir={path.parent}"])]:
-        with pytest.raises(SystemExit, match="^error: " + re.escape(str(path)) + " is not a readable checkpoint") as e:
-            main(argv)
-        assert "\n" not in str(e.value)
-    assert not marker.exists()
+# extras/bench_lm.py
 
 
 def test_extras_bench_lm_prints_one_line(capsys):
@@ -164,17 +97,8 @@ def test_extras_bench_lm_prints_one_line(capsys):
     assert " | fp32 | compile False | width 16 depth 1 heads 2 vocab 49 seq_len 16 batch 2" in last
 
 
-def test_extras_figures_lm_products_at_init():
-    """extras/figures.py's weight panels of the LM at init: every head's W_Q W_K^T is b1 I[:, :k] I[:, :k]^T (eqs
-    5-7 literally, a1 = 0), W_V W_proj = a2 Z2 - b2 I (mean diagonal -0.2)."""
-    model = lm.build_model(lm.parse_config(["--width=16", "--heads=2", "--depth=1"]), 11)
-    qk, vo = extra("figures").weight_products(model)
-    assert qk[0].shape == (2, 16, 16) and torch.allclose(qk[0][0], 0.5 * torch.diag((torch.arange(16) < 8).float()))
-    assert abs(vo[0].diagonal().mean().item() + 0.2) < 0.1
-
-
 # ==================================================================================================
-# extras/: the vision program's side scripts (benchmark, Fig. 3, Table 4, speed comparison)
+# extras/bench_vit.py
 
 
 def test_extras_bench_vit_line_and_flops(capsys):
@@ -199,190 +123,110 @@ def test_extras_bench_vit_line_and_flops(capsys):
         assert counter.get_total_flops() == bench_vit.train_flops_per_image(c)
 
 
-def test_extras_fig3_measurement_and_picture(tmp_path, monkeypatch, capsys):
-    d = 96
-    qkv, proj = torch.nn.Linear(d, 3 * d), torch.nn.Linear(d, d)
-    mv.mimetic_init_(qkv.weight, proj.weight, 1, alpha1=0.7, beta1=0.7, generator=torch.Generator().manual_seed(0))
-    W = qkv.weight.detach()
-    a, b = fig3.measure_alpha_beta(W[:d].T @ W[d:2 * d])  # W_Q W_K^T at full rank: eq 1 exactly
-    assert abs(a - 0.7) < 0.03 and abs(b - 0.7) < 0.01, (a, b)
-    a, b = fig3.measure_alpha_beta(-(W[2 * d:].T @ proj.weight.detach().T))  # W_V W_proj = 0.4 Z2 - 0.4 I, negated
-    assert abs(a - 0.4) < 0.03 and abs(b - 0.4) < 0.01, (a, b)
-    pts = fig3.fig3_points(d=d, heads=3, steps=5)
-    for rank, k in (("low rank", d // 3), ("full rank", d)):
-        ratio = torch.tensor([b / a for a, b in pts["simple", rank][1:]])
-        # the simple construction: one line, beta / alpha = sqrt(k / d) whatever the scale
-        assert ratio.std() < 1e-4 and abs(ratio.mean() - math.sqrt(k / d)) < 0.05, (rank, ratio.mean())
-        svd = torch.tensor(pts["svd", rank])
-        ratio = (svd[:, 1] / svd[:, 0])[svd[:, 0] > 0.05]  # the SVD construction: a region, not a line
-        assert ratio.min() < 0.1 and ratio.max() > 0.65, (rank, ratio.min(), ratio.max())
-    img = read_image(fig3.save_fig3(str(tmp_path / "small.png"), pts, size=100))
-    assert img.shape == (3, 108, 2 * 100 + 12)
-    red, blue = (img[0] > 150) & (img[2] < 120), (img[2] > 150) & (img[0] < 120)
-    assert red[:, :108].any() and red[:, 108:].any() and blue[:, :108].any() and blue[:, 108:].any()
-    # the command: the default path (README.md's figure), the ratios printed; a wrong --out is one error line
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(fig3, "fig3_points", lambda d, heads, seed: pts)
-    assert fig3.main([]) == os.path.join("figures", "vit-fig3-alpha-beta.png")
-    assert read_image("figures/vit-fig3-alpha-beta.png").shape == (3, 248, 492)
-    assert "low rank, k = 32: the simple construction's beta / alpha is 0.58" in capsys.readouterr().out
-    with pytest.raises(SystemExit, match="^error: --out=fig.jpgg must name a .png file$"):
-        fig3.main(["--out=fig.jpgg"])
-
-
-def test_svhn_official_layout_read_as_torchvision_reads_it(tmp_path, monkeypatch):
-    """Tiny train_32x32.mat / test_32x32.mat in SVHN's layout (X: 32 x 32 x 3 x N uint8, y: N x 1 with the digit
-    0 labelled 10), read by table4.py and by torchvision's SVHN (its md5 check switched off)."""
-    sio = pytest.importorskip("scipy.io", reason="SVHN's .mat files need scipy (not in requirements.txt)")
-    import torchvision
-    g = torch.Generator().manual_seed(0)
-    for split, n in (("train", 12), ("test", 7)):
-        X = torch.randint(256, (32, 32, 3, n), generator=g, dtype=torch.uint8).numpy()
-        y = (torch.arange(n) % 10 + 1).view(n, 1).numpy()
-        sio.savemat(str(tmp_path / f"{split}_32x32.mat"), {"X": X, "y": y})
-    tx, ty, vx, vy = table4.load_svhn(str(tmp_path))
-    assert tx.shape == (12, 3, 32, 32) and vx.shape == (7, 3, 32, 32) and tx.dtype == torch.uint8
-    assert ty.tolist() == [(i % 10 + 1) % 10 for i in range(12)] and 0 in ty.tolist() and 10 not in ty.tolist()
-    monkeypatch.setattr(torchvision.datasets.SVHN, "_check_integrity", lambda self: True)
-    ref = torchvision.datasets.SVHN(str(tmp_path), split="train")
-    assert torch.equal(tx, torch.from_numpy(ref.data)) and ty.tolist() == ref.labels.tolist()
-    (tmp_path / "test_32x32.mat").write_bytes(b"not a mat file")
-    with pytest.raises(ValueError, match="test_32x32.mat is not an SVHN .mat file"):
-        table4.load_svhn(str(tmp_path))
-    monkeypatch.setattr(table4, "reachable", lambda url: False)  # offline and no files: one line naming the folder
-    with pytest.raises(SystemExit, match=r"^error: SVHN not found: .*empty/ lacks train_32x32.mat"):
-        table4.load_svhn(str(tmp_path / "empty"))
-
-
-def test_tiny_imagenet_layout_cache_and_offline(tmp_path, monkeypatch, capsys):
-    write_tiny_imagenet(tmp_path)
-    tx, ty, vx, vy = table4.load_tinyimagenet(str(tmp_path))
-    assert tx.shape == (9, 3, 64, 64) and tx.dtype == torch.uint8 and vx.shape == (5, 3, 64, 64)
-    assert ty.tolist() == [0, 0, 0, 1, 1, 1, 2, 2, 2] and vy.tolist() == [1, 0, 2, 1, 0]  # wnids.txt order
-    assert (((tx.float().mean(dim=(1, 2, 3)) - 60 * ty - 20).abs() < 5).all())  # each image is its label's
-    assert (((vx.float().mean(dim=(1, 2, 3)) - 60 * vy - 20).abs() < 5).all())
-    assert torch.equal(tx[3, 0], tx[3, 1]) and torch.equal(tx[3, 0], tx[3, 2])  # the grayscale JPEG, 3 channels
-    assert "decoded 14 Tiny ImageNet JPEGs" in capsys.readouterr().out
-    cache = tmp_path / "tinyimagenet.cache.pt"  # the second load reads the cache and decodes nothing
-    assert cache.exists()
-    monkeypatch.setattr(table4, "decode_tinyimagenet", lambda base: pytest.fail("decoded again"))
-    again = table4.load_tinyimagenet(str(tmp_path))
-    assert all(torch.equal(a, b) for a, b in zip(again, (tx, ty, vx, vy)))
-    monkeypatch.undo()
-    cache.write_bytes(b"not a cache")  # unreadable: decoded again and rewritten
-    assert torch.equal(table4.load_tinyimagenet(str(tmp_path))[0], tx)
-    assert "cannot be read" in capsys.readouterr().out and torch.load(cache, weights_only=True)["data"][0].shape[0] == 9
-    monkeypatch.setattr(table4, "reachable", lambda url: False)  # offline, no folder: one line, folder and archive
-    with pytest.raises(SystemExit, match="^error: tinyimagenet not found: .*tiny-imagenet-200/ lacks wnids.txt.*"
-                                         "tiny-imagenet-200.zip"):
-        table4.load_tinyimagenet(str(tmp_path / "empty"))
-
-
-def test_table4_defaults_patch_4_for_tiny_imagenet_and_out_dir_by_dataset():
-    cfg = table4.parse(["--dataset=tinyimagenet"])
-    assert (cfg.dataset, cfg.patch_size, cfg.image_size) == ("tinyimagenet", 4, 64)
-    assert cfg.out_dir == os.path.join("out", "vit-tinyimagenet-mimetic-seed0")
-    assert table4.parse(["--dataset=tinyimagenet", "--patch_size=8"]).patch_size == 8  # given: it wins
-    cfg = table4.parse(["--dataset=svhn", "--init=default", "--seed=3"])
-    assert (cfg.patch_size, cfg.image_size, cfg.out_dir) == (2, 32, os.path.join("out", "vit-svhn-default-seed3"))
-    assert table4.parse(["--dataset=svhn", "--out_dir=elsewhere"]).out_dir == "elsewhere"
-    for argv in ([], ["--dataset=cifar10"]):
-        with pytest.raises(SystemExit, match="^error: pass --dataset=svhn or --dataset=tinyimagenet"):
-            table4.parse(argv)
-
-
-def test_table4_trains_tiny_imagenet_end_to_end(tmp_path, monkeypatch, capsys):
-    """The model as mimetic_vit.main() builds it (200 classes, 64x64, patch 4: 257 tokens), ImageNet's
-    normalisation, mv.train, and results.json in out/vit-tinyimagenet-<init>-seed<seed>."""
-    write_tiny_imagenet(tmp_path, per_class=12)
-    monkeypatch.chdir(tmp_path)
-    seen, real_train = {}, mv.train
-
-    def spy(model, data, norm, *args):
-        seen["weights"], seen["norm"] = {k: v.clone() for k, v in model.state_dict().items()}, norm
-        return real_train(model, data, norm, *args)
-
-    monkeypatch.setattr(mv, "train", spy)
-    argv = ["--dataset=tinyimagenet", *TINY_ARGS, "--epochs=1", "--batch_size=12", f"--data_dir={tmp_path}"]
-    res = table4.main(argv)
-    assert "M parameters, 257 tokens (64x64 images, patch 4)" in capsys.readouterr().out
-    torch.manual_seed(0)
-    ref = mv.ViT(mv.ViTConfig(image_size=64, patch_size=4, num_classes=200, width=32, depth=2, heads=2))
-    mv.init_attention_(ref, "mimetic", 0.7, 0.7, 0.4, 0.4, -1, generator=torch.Generator().manual_seed(0))
-    assert all(torch.equal(v, seen["weights"][k]) for k, v in ref.state_dict().items())
-    assert list(seen["norm"][0]) == pytest.approx([0.485, 0.456, 0.406])
-    with open(tmp_path / "out" / "vit-tinyimagenet-mimetic-seed0" / "results.json") as f:
-        saved = json.load(f)
-    assert saved == json.loads(json.dumps(res)) and res["epochs_done"] == 1
-    assert res["config"]["dataset"] == "tinyimagenet"
-    assert (res["model_config"]["num_classes"], res["model_config"]["image_size"], res["model_config"]["patch_size"]) \
-        == (200, 64, 4)
-    assert res["command"].startswith("python extras/table4.py --dataset=tinyimagenet --width=32")
-    with pytest.raises(SystemExit, match="already holds ckpt.pt, results.json"):  # never another run's folder
-        table4.main(argv)
-
-
-def test_scripts_run_as_commands_from_another_folder(tmp_path, monkeypatch, capsys):
-    """`python extras/<script>.py` finds the program from any folder, and a user mistake is one error line."""
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(sys, "argv", ["table4.py", "--dataset=imagenet"])
-    with pytest.raises(SystemExit) as e:
-        runpy.run_path(os.path.join(ROOT, "extras", "table4.py"), run_name="__main__")
-    assert str(e.value) == ("error: pass --dataset=svhn or --dataset=tinyimagenet (got imagenet; CIFAR-10 and "
-                            "CIFAR-100: python mimetic_vit.py --dataset=...)")
-    monkeypatch.setattr(sys, "argv", ["fig3.py", "--help"])
-    with pytest.raises(SystemExit) as e:
-        runpy.run_path(os.path.join(ROOT, "extras", "fig3.py"), run_name="__main__")
-    assert e.value.code == 0 and "python extras/fig3.py" in capsys.readouterr().out
-
-
-def test_speed_vs_timm_nanogpt_help_and_a_stubbed_run(tmp_path, monkeypatch, capsys):
-    """timm and nanoGPT are not installed here: --help, then one round with stand-ins for both (timm's ViT is
-    our ViT, nanoGPT's GPT an embedding and a head), which runs every line of the comparison but the imports."""
-    with pytest.raises(SystemExit) as e:
-        speed.main(["--help"])
-    assert e.value.code == 0 and "--nanogpt=/tmp/nanogpt_model.py --mode=fp32" in capsys.readouterr().out
-    fake = types.ModuleType("timm")
-    fake.__version__, fake.layers = "stub", types.SimpleNamespace(use_fused_attn=lambda: True)
-    vt = types.ModuleType("timm.models.vision_transformer")
-    vt.VisionTransformer = lambda img_size, patch_size, embed_dim, depth, num_heads, num_classes, **kw: mv.ViT(
-        mv.ViTConfig(image_size=img_size, patch_size=patch_size, width=embed_dim, depth=depth, heads=num_heads))
-    for name, module in (("timm", fake), ("timm.models", types.ModuleType("timm.models")),
-                         ("timm.models.vision_transformer", vt)):
-        monkeypatch.setitem(sys.modules, name, module)
-    (tmp_path / "model.py").write_text(textwrap.dedent("""
-        import torch
-        from dataclasses import dataclass
-
-        @dataclass
-        class GPTConfig:
-            n_layer: int
-            n_head: int
-            n_embd: int
-            block_size: int
-            vocab_size: int
-            dropout: float
-            bias: bool
-
-        class GPT(torch.nn.Module):
-            def __init__(self, c):
-                super().__init__()
-                self.emb, self.head = torch.nn.Embedding(c.vocab_size, 8), torch.nn.Linear(8, c.vocab_size)
-
-            def forward(self, x, y=None):
-                return self.head(self.emb(x)), None
-        """))
-    threads = torch.get_num_threads()
-    speed.main([f"--nanogpt={tmp_path / 'model.py'}", "--depth=1", "--vit_batch=2", "--lm_batch=1", "--lm_tokens=8",
-                "--warmup=1", "--rounds=2", "--steps=1", "--threads=1"])
-    torch.set_num_threads(threads)
-    out = capsys.readouterr().out
-    assert re.search(r"^ours ViT / timm ViT: x\d\.\d{3} \(throughput ratio of medians; per round", out, re.M), out
-    assert re.search(r"^ours LM / nanoGPT GPT: x\d+\.\d{3} ", out, re.M) and "round 2/2" in out
-
-
-
+# ==================================================================================================
 # extras/compare.py: the paper's side comparisons (Table 5, eqs 14-15, Fig. 6)
+
+
+def test_compare_parse_keys_arm_defaults_and_errors():
+    cfg = compare.parse(["--compare=layerscale", "--ls_init=0.4", "--seed=2"])
+    assert (cfg.init, cfg.ls_init, cfg.out_dir) == ("qk", 0.4, os.path.join("out", "compare-layerscale-0.4-qk-seed2"))
+    cfg = compare.parse(["--compare=subset", "--subset_size=1000", "--init=default"])
+    out = os.path.join("out", "compare-subset-1000-default-seed0")
+    assert (cfg.init, cfg.subset_size, cfg.out_dir) == ("default", 1000, out)
+    assert compare.parse(["--compare=conv_in"]).init == "default" and compare.parse(["--compare=zero"]).conv_kernel == 3
+    with pytest.raises(SystemExit, match="error: pass --compare=one of zero, tfixup, .* \\(got none\\)"):
+        compare.parse(["--epochs=1"])
+    with pytest.raises(SystemExit, match="error: --ls_init=big: expected a float"):
+        compare.parse(["--compare=layerscale", "--ls_init=big"])
+    with pytest.raises(SystemExit, match="error: unknown config key 'colour'"):
+        compare.parse(["--compare=zero", "--colour=red"])
+
+
+def test_compare_each_arms_init_is_the_papers():
+    """Table 5: both LayerScales keep the W_Q W_K^T init (qk); ZerO, T-Fixup and C start from the default;
+    Fig. 6 compares mimetic (and --init=default) on subsets."""
+    papers = {"zero": "default", "tfixup": "default", "layerscale": "qk", "layerscale_ours": "qk",
+              "conv_in": "default", "conv_out": "default", "conv_softmax": "default", "subset": "mimetic"}
+    assert {arm: compare.parse([f"--compare={arm}"]).init for arm in papers} == papers
+
+
+def test_compare_zero_init_products_and_a_silent_branch():
+    """ZerO on attention: W_Q = 0 and W_K = I, so W_Q W_K^T = 0 (the paper, Sec. 2: "the product of these weights
+    remains zero"); W_V = I and W_proj = 0, so W_V W_proj = 0 and every attention branch outputs exactly 0
+    at init; the rest of the model is untouched."""
+    model = small_vit(width=32, heads=2)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    compare.zero_init_(model)
+    d = 32
+    for block in model.blocks:
+        W = block.attn.qkv.weight
+        assert torch.equal(W[:d], torch.zeros(d, d)) and torch.equal(W[d:2 * d], torch.eye(d))
+        assert torch.equal(W[2 * d:], torch.eye(d)) and torch.equal(block.attn.proj.weight, torch.zeros(d, d))
+        assert torch.equal(block.attn(torch.randn(2, 5, d)), torch.zeros(2, 5, d))
+    changed = {k for k, v in model.state_dict().items() if not torch.equal(v, before[k])}
+    assert changed == {f"blocks.{i}.attn.{n}" for i in range(2) for n in ("qkv.weight", "proj.weight")}
+
+
+def test_compare_zero_init_zeroes_the_attention_biases():
+    """ZerO sets the attention biases to 0 whatever they were (here 0.1): the branch is silent."""
+    model = small_vit(width=32, heads=2)
+    with torch.no_grad():
+        for block in model.blocks:
+            block.attn.qkv.bias.fill_(0.1)
+            block.attn.proj.bias.fill_(0.1)
+    compare.zero_init_(model)
+    for block in model.blocks:
+        assert not block.attn.qkv.bias.any() and not block.attn.proj.bias.any()
+        assert torch.equal(block.attn(torch.randn(2, 5, 32)), torch.zeros(2, 5, 32))
+
+
+def test_compare_tfixup_scales_at_two_depths():
+    """T-Fixup (Huang et al. 2020): Xavier uniform, bound sqrt(6 / (fan_in + fan_out)), with q, k, v each a
+    d x d matrix; v, proj, fc1, fc2 scaled by 0.67 N^(-1/4): 0.473762 at depth 4, 0.359981 at depth 12.
+    The largest of 9,216+ uniform draws is within 1% of the bound."""
+    d = 96
+    for depth, factor in ((4, 0.473762), (12, 0.359981)):
+        model = mv.ViT(mv.ViTConfig(patch_size=4, width=d, depth=depth, heads=3))
+        compare.tfixup_init_(model, torch.Generator().manual_seed(0))
+        for block in (model.blocks[0], model.blocks[-1]):
+            q, k, v = block.attn.qkv.weight.detach().chunk(3)
+            cases = [(q, 1.0, 2 * d), (k, 1.0, 2 * d), (v, factor, 2 * d), (block.attn.proj.weight, factor, 2 * d),
+                     (block.mlp.fc1.weight, factor, 5 * d), (block.mlp.fc2.weight, factor, 5 * d)]
+            for w, scale, fans in cases:
+                bound = scale * math.sqrt(6 / fans)
+                assert 0.99 * bound < w.abs().max().item() <= bound * (1 + 1e-5), (depth, w.shape, scale)
+        assert torch.equal(model.blocks[0].attn.qkv.bias, torch.zeros(3 * d))
+
+
+def test_compare_layerscale_eq9_and_the_papers_version_eq13():
+    """Eq 9 (Touvron et al.): x + D SelfAttn(norm(x)); with D = 1 the block is the program's own, with D = 0
+    attention is gone. Eq 13 (ours): D x + SelfAttn(norm(x)); with D = 0 the skip path is gone."""
+    model = small_vit(init="qk", width=32, heads=2)
+    block, x = model.blocks[0], torch.randn(2, 5, 32)
+    mlp = lambda h: h + block.mlp(block.norm2(h))  # noqa: E731
+    with torch.no_grad():
+        assert torch.allclose(compare.LayerScaleBlock(block, 1.0, on_skip=False)(x), block(x), atol=1e-6)
+        assert torch.allclose(compare.LayerScaleBlock(block, 1.0, on_skip=True)(x), block(x), atol=1e-6)
+        assert torch.allclose(compare.LayerScaleBlock(block, 0.0, on_skip=False)(x), mlp(x), atol=1e-6)
+        attn_only = block.attn(block.norm1(x))
+        assert torch.allclose(compare.LayerScaleBlock(block, 0.0, on_skip=True)(x), mlp(attn_only), atol=1e-6)
+    cfg = compare.parse(["--compare=layerscale_ours", "--ls_init=0.6", "--width=32", "--heads=2", "--depth=2"])
+    wrapped = compare.apply_comparison(small_vit(init="qk", width=32, heads=2), cfg)
+    assert all(torch.equal(b.scale, torch.full((32,), 0.6)) and b.on_skip for b in wrapped.blocks)
+    names = [n for n, p in wrapped.named_parameters() if n.endswith("scale")]
+    decayed = mv.make_optimizer(wrapped, 1e-3, 0.01, torch.device("cpu")).param_groups[0]["params"]
+    assert len(names) == 2 and not any(p is b.scale for p in decayed for b in wrapped.blocks)  # no weight decay
+
+
+def test_compare_layerscale_at_a_value_between_0_and_1():
+    """D = 0.3: eq 9 is x + 0.3 SelfAttn(norm(x)), eq 13 is 0.3 x + SelfAttn(norm(x)), each then the MLP."""
+    model = small_vit(init="qk", width=32, heads=2)
+    block, x = model.blocks[0], torch.randn(2, 5, 32)
+    mlp = lambda h: h + block.mlp(block.norm2(h))  # noqa: E731
+    with torch.no_grad():
+        a = block.attn(block.norm1(x))
+        assert torch.allclose(compare.LayerScaleBlock(block, 0.3, on_skip=False)(x), mlp(x + 0.3 * a), atol=1e-6)
+        assert torch.allclose(compare.LayerScaleBlock(block, 0.3, on_skip=True)(x), mlp(0.3 * x + a), atol=1e-6)
 
 
 def test_compare_circulant_c_times_an_image_is_a_circular_conv2d():
@@ -437,143 +281,6 @@ def test_compare_conv_bias_inside_and_outside_the_softmax():
         assert torch.allclose(Cs[:, 5].view(3, 4, 4), shifted)  # is patch (1, 1)'s: doubly block circulant
 
 
-def test_compare_zero_init_products_and_a_silent_branch():
-    """ZerO on attention: W_Q = 0 and W_K = I, so W_Q W_K^T = 0 (the paper, Sec. 2: "the product of these weights
-    remains zero"); W_V = I and W_proj = 0, so W_V W_proj = 0 and every attention branch outputs exactly 0
-    at init; the rest of the model is untouched."""
-    model = small_vit(width=32, heads=2)
-    before = {k: v.clone() for k, v in model.state_dict().items()}
-    compare.zero_init_(model)
-    d = 32
-    for block in model.blocks:
-        W = block.attn.qkv.weight
-        assert torch.equal(W[:d], torch.zeros(d, d)) and torch.equal(W[d:2 * d], torch.eye(d))
-        assert torch.equal(W[2 * d:], torch.eye(d)) and torch.equal(block.attn.proj.weight, torch.zeros(d, d))
-        assert torch.equal(block.attn(torch.randn(2, 5, d)), torch.zeros(2, 5, d))
-    changed = {k for k, v in model.state_dict().items() if not torch.equal(v, before[k])}
-    assert changed == {f"blocks.{i}.attn.{n}" for i in range(2) for n in ("qkv.weight", "proj.weight")}
-
-
-def test_compare_tfixup_scales_at_two_depths():
-    """T-Fixup (Huang et al. 2020): Xavier uniform, bound sqrt(6 / (fan_in + fan_out)), with q, k, v each a
-    d x d matrix; v, proj, fc1, fc2 scaled by 0.67 N^(-1/4): 0.473762 at depth 4, 0.359981 at depth 12.
-    The largest of 9,216+ uniform draws is within 1% of the bound."""
-    d = 96
-    for depth, factor in ((4, 0.473762), (12, 0.359981)):
-        model = mv.ViT(mv.ViTConfig(patch_size=4, width=d, depth=depth, heads=3))
-        compare.tfixup_init_(model, torch.Generator().manual_seed(0))
-        for block in (model.blocks[0], model.blocks[-1]):
-            q, k, v = block.attn.qkv.weight.detach().chunk(3)
-            cases = [(q, 1.0, 2 * d), (k, 1.0, 2 * d), (v, factor, 2 * d), (block.attn.proj.weight, factor, 2 * d),
-                     (block.mlp.fc1.weight, factor, 5 * d), (block.mlp.fc2.weight, factor, 5 * d)]
-            for w, scale, fans in cases:
-                bound = scale * math.sqrt(6 / fans)
-                assert 0.99 * bound < w.abs().max().item() <= bound * (1 + 1e-5), (depth, w.shape, scale)
-        assert torch.equal(model.blocks[0].attn.qkv.bias, torch.zeros(3 * d))
-
-
-def test_compare_layerscale_eq9_and_the_papers_version_eq13():
-    """Eq 9 (Touvron et al.): x + D SelfAttn(norm(x)); with D = 1 the block is the program's own, with D = 0
-    attention is gone. Eq 13 (ours): D x + SelfAttn(norm(x)); with D = 0 the skip path is gone."""
-    model = small_vit(init="qk", width=32, heads=2)
-    block, x = model.blocks[0], torch.randn(2, 5, 32)
-    mlp = lambda h: h + block.mlp(block.norm2(h))  # noqa: E731
-    with torch.no_grad():
-        assert torch.allclose(compare.LayerScaleBlock(block, 1.0, on_skip=False)(x), block(x), atol=1e-6)
-        assert torch.allclose(compare.LayerScaleBlock(block, 1.0, on_skip=True)(x), block(x), atol=1e-6)
-        assert torch.allclose(compare.LayerScaleBlock(block, 0.0, on_skip=False)(x), mlp(x), atol=1e-6)
-        attn_only = block.attn(block.norm1(x))
-        assert torch.allclose(compare.LayerScaleBlock(block, 0.0, on_skip=True)(x), mlp(attn_only), atol=1e-6)
-    cfg = compare.parse(["--compare=layerscale_ours", "--ls_init=0.6", "--width=32", "--heads=2", "--depth=2"])
-    wrapped = compare.apply_comparison(small_vit(init="qk", width=32, heads=2), cfg)
-    assert all(torch.equal(b.scale, torch.full((32,), 0.6)) and b.on_skip for b in wrapped.blocks)
-    names = [n for n, p in wrapped.named_parameters() if n.endswith("scale")]
-    decayed = mv.make_optimizer(wrapped, 1e-3, 0.01, torch.device("cpu")).param_groups[0]["params"]
-    assert len(names) == 2 and not any(p is b.scale for p in decayed for b in wrapped.blocks)  # no weight decay
-
-
-def test_compare_parse_keys_arm_defaults_and_errors():
-    cfg = compare.parse(["--compare=layerscale", "--ls_init=0.4", "--seed=2"])
-    assert (cfg.init, cfg.ls_init, cfg.out_dir) == ("qk", 0.4, os.path.join("out", "compare-layerscale-0.4-qk-seed2"))
-    cfg = compare.parse(["--compare=subset", "--subset_size=1000", "--init=default"])
-    out = os.path.join("out", "compare-subset-1000-default-seed0")
-    assert (cfg.init, cfg.subset_size, cfg.out_dir) == ("default", 1000, out)
-    assert compare.parse(["--compare=conv_in"]).init == "default" and compare.parse(["--compare=zero"]).conv_kernel == 3
-    with pytest.raises(SystemExit, match="error: pass --compare=one of zero, tfixup, .* \\(got none\\)"):
-        compare.parse(["--epochs=1"])
-    with pytest.raises(SystemExit, match="error: --ls_init=big: expected a float"):
-        compare.parse(["--compare=layerscale", "--ls_init=big"])
-    with pytest.raises(SystemExit, match="error: unknown config key 'colour'"):
-        compare.parse(["--compare=zero", "--colour=red"])
-
-
-def test_compare_subset_is_class_balanced_seeded_and_keeps_the_steps(tmp_path, monkeypatch):
-    """Fig. 6: n / 10 images of each class, the same for a seed and another for another seed; the run takes
-    about as many optimizer steps as --epochs over the whole training set would: here 2 epochs of 320 images
-    at batch 32 = 20 steps; a 100-image subset has 3 steps an epoch, so 7 epochs (21 steps)."""
-    labels = torch.arange(1000) % 10
-    a, b = (compare.balanced_subset(labels, 100, torch.Generator().manual_seed(s)) for s in (0, 0))
-    c = compare.balanced_subset(labels, 100, torch.Generator().manual_seed(1))
-    assert torch.equal(a, b) and not torch.equal(a, c) and len(a.unique()) == 100
-    assert torch.bincount(labels[a]).tolist() == [10] * 10
-    with pytest.raises(SystemExit, match="error: --subset_size=105 must be a multiple of the 10 classes"):
-        compare.balanced_subset(labels, 105, None)
-    write_cifar(tmp_path, n_per_batch=64)  # 320 training images
-    monkeypatch.chdir(tmp_path)
-    res = compare.main(["--compare=subset", "--subset_size=100", *TINY, "--epochs=2", f"--data_dir={tmp_path}"])
-    assert res["config"]["epochs"] == 7 and res["epochs_done"] == 7  # 2 * (320 // 32) = 20 steps ~ 7 x 3 = 21
-    assert res["command"].startswith("python extras/compare.py --compare=subset --subset_size=100")
-    assert os.path.exists(tmp_path / "out" / "compare-subset-100-mimetic-seed0" / "results.json")
-
-
-def test_compare_draws_leave_torchs_rng_alone():
-    """T-Fixup's and C's draws come from their own generator: torch's RNG, which RandAugment draws from, is where
-    the program leaves it, so an arm sees the augmentations of the program's own run of that seed."""
-    for arm in ("tfixup", "conv_out"):
-        cfg = compare.parse([f"--compare={arm}", "--width=32", "--heads=2", "--depth=2", "--patch_size=4"])
-        model = small_vit(init="default", width=32, heads=2)
-        state = torch.get_rng_state()
-        compare.apply_comparison(model, cfg)
-        assert torch.equal(torch.get_rng_state(), state), arm
-
-
-@pytest.mark.parametrize("arm", ["tfixup", "layerscale", "conv_out"])  # new draws, a wrapper, a new attention
-def test_compare_arms_train_and_resume_exactly(arm, tmp_path, monkeypatch):
-    """An arm through compare.main on a tiny CIFAR: an epoch, stop, resume to the end equals the run in one go,
-    bit for bit (its new parameters are in the checkpoint)."""
-    write_cifar(tmp_path, n_per_batch=16)
-    monkeypatch.chdir(tmp_path)
-    args = [f"--compare={arm}", *TINY, "--epochs=2", f"--data_dir={tmp_path}"]
-    whole = compare.main([*args, "--out_dir=whole"])
-    compare.main([*args, "--out_dir=split", "--stop_epoch=1"])
-    split = compare.main([*args, "--out_dir=split", "--resume=True"])
-    assert split["history"][-1]["test_loss"] == whole["history"][-1]["test_loss"]
-    assert math.isfinite(whole["history"][-1]["test_loss"])
-
-
-@pytest.mark.parametrize("arm", list(compare.INIT))
-def test_compare_arms_train_on_a_stand_in_device(arm, tmp_path, monkeypatch):
-    """Every arm's new parameters, buffers and draws on the stand-in for a GPU (StandIn): an epoch, its
-    evaluation and checkpoint, with no CPU tensor in device work (resuming on it: the program's own test)."""
-    write_cifar(tmp_path, n_per_batch=16)
-    monkeypatch.chdir(tmp_path)
-    args = [f"--compare={arm}", *TINY, "--epochs=1", "--device=meta", f"--data_dir={tmp_path}", "--out_dir=run"]
-    if arm == "subset":
-        args += ["--subset_size=30", "--batch_size=10"]
-    with StandIn():
-        assert compare.main(args)["epochs_done"] >= 1
-
-
-def test_table4_trains_on_a_stand_in_device(tmp_path, monkeypatch):
-    """extras/table4.py's Tiny ImageNet path (its own normalisation statistics) on the stand-in for a GPU."""
-    write_tiny_imagenet(tmp_path, per_class=12)
-    monkeypatch.chdir(tmp_path)
-    argv = ["--dataset=tinyimagenet", *TINY_ARGS, "--epochs=1", "--batch_size=12", "--device=meta",
-            f"--data_dir={tmp_path}"]
-    with StandIn():
-        assert table4.main(argv)["epochs_done"] == 1
-
-
 def test_compare_conv_bias_fresh_layer_finite_scale_and_the_softmax_arms_output():
     """A fresh C layer: gamma = 1 and kernel entries N(0, 1/kernel^2), both learnable (the module docstring).
     Eq 14 at a finite scale: with q = k = 0 every score is 0, so with the kernel's centre log(16) a patch gives
@@ -604,63 +311,6 @@ def test_compare_conv_bias_fresh_layer_finite_scale_and_the_softmax_arms_output(
         Cs = F.pad(torch.softmax(2.0 * sm.conv_matrix(), dim=-1), (1, 0, 1, 0))  # class token row, column 0
         shift = rearrange(Cs @ v, "b h n k -> b n (h k)") @ plain.proj.weight.T
         assert torch.allclose(sm(x), plain(x) + shift, atol=1e-5)
-
-
-def test_compare_layerscale_at_a_value_between_0_and_1():
-    """D = 0.3: eq 9 is x + 0.3 SelfAttn(norm(x)), eq 13 is 0.3 x + SelfAttn(norm(x)), each then the MLP."""
-    model = small_vit(init="qk", width=32, heads=2)
-    block, x = model.blocks[0], torch.randn(2, 5, 32)
-    mlp = lambda h: h + block.mlp(block.norm2(h))  # noqa: E731
-    with torch.no_grad():
-        a = block.attn(block.norm1(x))
-        assert torch.allclose(compare.LayerScaleBlock(block, 0.3, on_skip=False)(x), mlp(x + 0.3 * a), atol=1e-6)
-        assert torch.allclose(compare.LayerScaleBlock(block, 0.3, on_skip=True)(x), mlp(0.3 * x + a), atol=1e-6)
-
-
-def test_compare_each_arms_init_is_the_papers():
-    """Table 5: both LayerScales keep the W_Q W_K^T init (qk); ZerO, T-Fixup and C start from the default;
-    Fig. 6 compares mimetic (and --init=default) on subsets."""
-    papers = {"zero": "default", "tfixup": "default", "layerscale": "qk", "layerscale_ours": "qk",
-              "conv_in": "default", "conv_out": "default", "conv_softmax": "default", "subset": "mimetic"}
-    assert {arm: compare.parse([f"--compare={arm}"]).init for arm in papers} == papers
-
-
-def test_compare_arm_draws_and_subset_follow_the_seed_and_keep_labels(tmp_path, monkeypatch):
-    """--seed changes T-Fixup's and C's draws (on the same base model) and the Fig. 6 subset that main trains on;
-    the images main trains on carry their own labels, 10 of each class."""
-    base = ["--width=32", "--heads=2", "--depth=2", "--patch_size=4"]
-    for arm, get in (("tfixup", lambda m: m.blocks[0].mlp.fc1.weight), ("conv_out", lambda m: m.blocks[0].attn.kernel)):
-        a, b = (get(compare.apply_comparison(small_vit(init="default", width=32, heads=2),
-                                             compare.parse([f"--compare={arm}", f"--seed={s}", *base])))
-                for s in (0, 1))
-        assert not torch.equal(a, b), arm
-    write_cifar(tmp_path, n_per_batch=64)  # 320 training images
-    monkeypatch.chdir(tmp_path)
-    full_x, full_y = mv.load_dataset("cifar10", str(tmp_path))[:2]
-    seen = []
-    monkeypatch.setattr(compare.mv, "train", lambda model, data, *a: seen.append(data[:2]))  # returns None: stop
-    picked = []
-    for seed in (0, 1):
-        compare.main(["--compare=subset", "--subset_size=100", *TINY, f"--seed={seed}", f"--data_dir={tmp_path}",
-                      f"--out_dir=s{seed}"])
-        xs, ys = (t.cpu() for t in seen[-1])
-        idx = torch.tensor([(full_x == img).flatten(1).all(1).nonzero().item() for img in xs])
-        assert torch.equal(full_y[idx], ys) and torch.bincount(ys, minlength=10).tolist() == [10] * 10
-        picked.append(idx)
-    assert not torch.equal(picked[0], picked[1])
-
-
-def test_compare_zero_init_zeroes_the_attention_biases():
-    """ZerO sets the attention biases to 0 whatever they were (here 0.1): the branch is silent."""
-    model = small_vit(width=32, heads=2)
-    with torch.no_grad():
-        for block in model.blocks:
-            block.attn.qkv.bias.fill_(0.1)
-            block.attn.proj.bias.fill_(0.1)
-    compare.zero_init_(model)
-    for block in model.blocks:
-        assert not block.attn.qkv.bias.any() and not block.attn.proj.bias.any()
-        assert torch.equal(block.attn(torch.randn(2, 5, 32)), torch.zeros(2, 5, 32))
 
 
 def circular_conv_matrix(w, grid):
@@ -729,6 +379,88 @@ def test_conv_softmax_global_puts_about_k2_over_P_of_each_row_in_the_kernel_at_i
     assert abs(masses.mean().item() - k * k / (grid * grid)) < 0.02 and masses.max() < 0.25
 
 
+def test_compare_draws_leave_torchs_rng_alone():
+    """T-Fixup's and C's draws come from their own generator: torch's RNG, which RandAugment draws from, is where
+    the program leaves it, so an arm sees the augmentations of the program's own run of that seed."""
+    for arm in ("tfixup", "conv_out"):
+        cfg = compare.parse([f"--compare={arm}", "--width=32", "--heads=2", "--depth=2", "--patch_size=4"])
+        model = small_vit(init="default", width=32, heads=2)
+        state = torch.get_rng_state()
+        compare.apply_comparison(model, cfg)
+        assert torch.equal(torch.get_rng_state(), state), arm
+
+
+def test_compare_subset_is_class_balanced_seeded_and_keeps_the_steps(tmp_path, monkeypatch):
+    """Fig. 6: n / 10 images of each class, the same for a seed and another for another seed; the run takes
+    about as many optimizer steps as --epochs over the whole training set would: here 2 epochs of 320 images
+    at batch 32 = 20 steps; a 100-image subset has 3 steps an epoch, so 7 epochs (21 steps)."""
+    labels = torch.arange(1000) % 10
+    a, b = (compare.balanced_subset(labels, 100, torch.Generator().manual_seed(s)) for s in (0, 0))
+    c = compare.balanced_subset(labels, 100, torch.Generator().manual_seed(1))
+    assert torch.equal(a, b) and not torch.equal(a, c) and len(a.unique()) == 100
+    assert torch.bincount(labels[a]).tolist() == [10] * 10
+    with pytest.raises(SystemExit, match="error: --subset_size=105 must be a multiple of the 10 classes"):
+        compare.balanced_subset(labels, 105, None)
+    write_cifar(tmp_path, n_per_batch=64)  # 320 training images
+    monkeypatch.chdir(tmp_path)
+    res = compare.main(["--compare=subset", "--subset_size=100", *TINY, "--epochs=2", f"--data_dir={tmp_path}"])
+    assert res["config"]["epochs"] == 7 and res["epochs_done"] == 7  # 2 * (320 // 32) = 20 steps ~ 7 x 3 = 21
+    assert res["command"].startswith("python extras/compare.py --compare=subset --subset_size=100")
+    assert os.path.exists(tmp_path / "out" / "compare-subset-100-mimetic-seed0" / "results.json")
+
+
+def test_compare_arm_draws_and_subset_follow_the_seed_and_keep_labels(tmp_path, monkeypatch):
+    """--seed changes T-Fixup's and C's draws (on the same base model) and the Fig. 6 subset that main trains on;
+    the images main trains on carry their own labels, 10 of each class."""
+    base = ["--width=32", "--heads=2", "--depth=2", "--patch_size=4"]
+    for arm, get in (("tfixup", lambda m: m.blocks[0].mlp.fc1.weight), ("conv_out", lambda m: m.blocks[0].attn.kernel)):
+        a, b = (get(compare.apply_comparison(small_vit(init="default", width=32, heads=2),
+                                             compare.parse([f"--compare={arm}", f"--seed={s}", *base])))
+                for s in (0, 1))
+        assert not torch.equal(a, b), arm
+    write_cifar(tmp_path, n_per_batch=64)  # 320 training images
+    monkeypatch.chdir(tmp_path)
+    full_x, full_y = mv.load_dataset("cifar10", str(tmp_path))[:2]
+    seen = []
+    monkeypatch.setattr(compare.mv, "train", lambda model, data, *a: seen.append(data[:2]))  # returns None: stop
+    picked = []
+    for seed in (0, 1):
+        compare.main(["--compare=subset", "--subset_size=100", *TINY, f"--seed={seed}", f"--data_dir={tmp_path}",
+                      f"--out_dir=s{seed}"])
+        xs, ys = (t.cpu() for t in seen[-1])
+        idx = torch.tensor([(full_x == img).flatten(1).all(1).nonzero().item() for img in xs])
+        assert torch.equal(full_y[idx], ys) and torch.bincount(ys, minlength=10).tolist() == [10] * 10
+        picked.append(idx)
+    assert not torch.equal(picked[0], picked[1])
+
+
+@pytest.mark.parametrize("arm", ["tfixup", "layerscale", "conv_out"])  # new draws, a wrapper, a new attention
+def test_compare_arms_train_and_resume_exactly(arm, tmp_path, monkeypatch):
+    """An arm through compare.main on a tiny CIFAR: an epoch, stop, resume to the end equals the run in one go,
+    bit for bit (its new parameters are in the checkpoint)."""
+    write_cifar(tmp_path, n_per_batch=16)
+    monkeypatch.chdir(tmp_path)
+    args = [f"--compare={arm}", *TINY, "--epochs=2", f"--data_dir={tmp_path}"]
+    whole = compare.main([*args, "--out_dir=whole"])
+    compare.main([*args, "--out_dir=split", "--stop_epoch=1"])
+    split = compare.main([*args, "--out_dir=split", "--resume=True"])
+    assert split["history"][-1]["test_loss"] == whole["history"][-1]["test_loss"]
+    assert math.isfinite(whole["history"][-1]["test_loss"])
+
+
+@pytest.mark.parametrize("arm", list(compare.INIT))
+def test_compare_arms_train_on_a_stand_in_device(arm, tmp_path, monkeypatch):
+    """Every arm's new parameters, buffers and draws on the stand-in for a GPU (StandIn): an epoch, its
+    evaluation and checkpoint, with no CPU tensor in device work (resuming on it: the program's own test)."""
+    write_cifar(tmp_path, n_per_batch=16)
+    monkeypatch.chdir(tmp_path)
+    args = [f"--compare={arm}", *TINY, "--epochs=1", "--device=meta", f"--data_dir={tmp_path}", "--out_dir=run"]
+    if arm == "subset":
+        args += ["--subset_size=30", "--batch_size=10"]
+    with StandIn():
+        assert compare.main(args)["epochs_done"] >= 1
+
+
 def test_conv_softmax_local_trains_an_epoch_through_main(tmp_path, monkeypatch):
     """The local arm end to end through compare.main on a tiny CIFAR: its arm's init (default), one epoch, a finite
     test loss; the model trained is the local arm (each layer's output is Softmax(S) plus the circular
@@ -761,9 +493,43 @@ def test_conv_softmax_local_trains_an_epoch_through_main(tmp_path, monkeypatch):
             assert torch.allclose(attn(x), attn.proj(rearrange(A @ v, "b h n k -> b n (h k)")), atol=1e-5)
 
 
-def read_image(path):
-    """A PNG as uint8 (channels, H, W) (PIL: torchvision's reader is deprecated)."""
-    return torch.from_numpy(np.array(Image.open(path))).permute(2, 0, 1)
+# ==================================================================================================
+# extras/fig3.py
+
+
+def test_extras_fig3_measurement_and_picture(tmp_path, monkeypatch, capsys):
+    d = 96
+    qkv, proj = torch.nn.Linear(d, 3 * d), torch.nn.Linear(d, d)
+    mv.mimetic_init_(qkv.weight, proj.weight, 1, alpha1=0.7, beta1=0.7, generator=torch.Generator().manual_seed(0))
+    W = qkv.weight.detach()
+    a, b = fig3.measure_alpha_beta(W[:d].T @ W[d:2 * d])  # W_Q W_K^T at full rank: eq 1 exactly
+    assert abs(a - 0.7) < 0.03 and abs(b - 0.7) < 0.01, (a, b)
+    a, b = fig3.measure_alpha_beta(-(W[2 * d:].T @ proj.weight.detach().T))  # W_V W_proj = 0.4 Z2 - 0.4 I, negated
+    assert abs(a - 0.4) < 0.03 and abs(b - 0.4) < 0.01, (a, b)
+    pts = fig3.fig3_points(d=d, heads=3, steps=5)
+    for rank, k in (("low rank", d // 3), ("full rank", d)):
+        ratio = torch.tensor([b / a for a, b in pts["simple", rank][1:]])
+        # the simple construction: one line, beta / alpha = sqrt(k / d) whatever the scale
+        assert ratio.std() < 1e-4 and abs(ratio.mean() - math.sqrt(k / d)) < 0.05, (rank, ratio.mean())
+        svd = torch.tensor(pts["svd", rank])
+        ratio = (svd[:, 1] / svd[:, 0])[svd[:, 0] > 0.05]  # the SVD construction: a region, not a line
+        assert ratio.min() < 0.1 and ratio.max() > 0.65, (rank, ratio.min(), ratio.max())
+    img = read_image(fig3.save_fig3(str(tmp_path / "small.png"), pts, size=100))
+    assert img.shape == (3, 108, 2 * 100 + 12)
+    red, blue = (img[0] > 150) & (img[2] < 120), (img[2] > 150) & (img[0] < 120)
+    assert red[:, :108].any() and red[:, 108:].any() and blue[:, :108].any() and blue[:, 108:].any()
+    # the command: the default path (README.md's figure), the ratios printed; a wrong --out is one error line
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(fig3, "fig3_points", lambda d, heads, seed: pts)
+    assert fig3.main([]) == os.path.join("figures", "vit-fig3-alpha-beta.png")
+    assert read_image("figures/vit-fig3-alpha-beta.png").shape == (3, 248, 492)
+    assert "low rank, k = 32: the simple construction's beta / alpha is 0.58" in capsys.readouterr().out
+    with pytest.raises(SystemExit, match="^error: --out=fig.jpgg must name a .png file$"):
+        fig3.main(["--out=fig.jpgg"])
+
+
+# ==================================================================================================
+# extras/figures.py: Figs. 1-2
 
 
 def images(n=16, seed=0):
@@ -798,6 +564,15 @@ def models(width, heads, depth=2):
                     block.attn.proj.bias.zero_()
             out.append((name, init, model.eval()))
     return out
+
+
+def test_extras_figures_lm_products_at_init():
+    """extras/figures.py's weight panels of the LM at init: every head's W_Q W_K^T is b1 I[:, :k] I[:, :k]^T (eqs
+    5-7 literally, a1 = 0), W_V W_proj = a2 Z2 - b2 I (mean diagonal -0.2)."""
+    model = lm.build_model(lm.parse_config(["--width=16", "--heads=2", "--depth=1"]), 11)
+    qk, vo = extra("figures").weight_products(model)
+    assert qk[0].shape == (2, 16, 16) and torch.allclose(qk[0][0], 0.5 * torch.diag((torch.arange(16) < 8).float()))
+    assert abs(vo[0].diagonal().mean().item() + 0.2) < 0.1
 
 
 def test_weight_panels_are_the_products_the_layer_applies(monkeypatch, tmp_path):
@@ -946,6 +721,259 @@ def test_main_fresh_and_from_checkpoints(runs, tmp_path, monkeypatch):
     torch.save(table4_run, "svhn.pt")
     with pytest.raises(SystemExit, match="^error: --checkpoint=svhn.pt: a svhn run of extras/table4.py; this script"):
         figures.main(["--program=vit", "--checkpoint=svhn.pt", data])
+
+
+# ==================================================================================================
+# extras/lm_qk_basis.py
+
+
+def test_lm_qk_basis_random_gives_each_head_its_own_directions():
+    """extras/lm_qk_basis.py (our choice for a1 = 0): per head W_Q = W_K with orthonormal columns times sqrt(b1),
+    so W_Q W_K^T = b1 Q Q^T has k eigenvalues b1 and the rest 0, as far from b1 I as the literal init
+    (Eckart-Young: ||b1 I - P||_F^2 = b1^2 (d - k)); the heads' subspaces differ; W_V W_proj are the literal
+    init's, bit for bit."""
+    qk_basis = extra("lm_qk_basis")
+    args = ["--dataset=ptb_char", "--width=24", "--depth=2", "--heads=3"]
+    literal = lm.build_model(lm.parse_config(args), 20)
+    model = qk_basis.build_model(lm.parse_config(args), 20)
+    d, k = 24, 8
+    for block, ref in zip(model.blocks, literal.blocks):
+        W = block.attn.qkv.weight.detach()
+        assert torch.equal(W[:d], W[d:2 * d])  # W_Q = W_K, every head
+        products = qk_products(W, 3)
+        for P in products:
+            assert torch.allclose(torch.linalg.eigvalsh(P.double())[-k:], torch.full((k,), 0.5, dtype=torch.float64),
+                                  atol=1e-5)
+            assert math.isclose(torch.linalg.norm(0.5 * torch.eye(d) - P).item() ** 2, 0.25 * (d - k), rel_tol=1e-4)
+        assert not torch.allclose(products[0], products[1], atol=1e-2)  # literal: every head the same
+        assert torch.equal(W[2 * d:], ref.attn.qkv.weight[2 * d:]) and torch.equal(block.attn.proj.weight,
+                                                                                    ref.attn.proj.weight)
+    with pytest.raises(SystemExit, match="error: a random basis is for the W_Q W_K\\^T init with alpha1 = 0"):
+        qk_basis.main([*args, "--alpha1=0.3"])
+
+
+# ==================================================================================================
+# extras/sample.py
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory):
+    """One tiny word-level run, trained for one epoch: (data_dir, out_dir). Tests copy it before changing it."""
+    root = tmp_path_factory.mktemp("lm")
+    write_corpus(str(root / "ptb"), lines=(150, 20, 20))
+    lm.main(LM_TINY + [f"--data_dir={root}", f"--out_dir={root / 'run'}", "--epochs=1"])
+    return root, root / "run"
+
+
+def test_extras_sample_from_a_finished_run(finished_run, tmp_path, capsys):
+    moved = tmp_path / "moved"  # best.pt carries the settings and the vocabulary: no flag needs repeating
+    shutil.copytree(finished_run[1], moved)
+    sample = extra("sample")
+    text = sample.main([f"--out_dir={moved}", "--n=12", "--prompt=w1 w2", "--device=cpu"])
+    assert text.startswith("w1 w2") and len(text.split()) + text.count("\n") == 2 + 12 and "<eos>" not in text
+    assert " \n" not in text and "\n " not in text  # "<eos>" is a line break, without the spaces around it
+    assert capsys.readouterr().out.strip().endswith(text.strip())
+    assert sample.main([f"--out_dir={moved}", "--n=12", "--prompt=w1 w2", "--device=cpu"]) == text  # seeded
+    text = sample.main([f"--out_dir={moved}", "--n=5"])
+    assert len(text.split()) + text.count("\n") == 1 + 5  # starts after an end of line
+    with pytest.raises(SystemExit, match="not in the 31-token vocabulary"):
+        sample.main([f"--out_dir={moved}", "--prompt=w1 zebra"])
+    with pytest.raises(SystemExit, match="no .*best.pt"):
+        sample.main([f"--out_dir={tmp_path / 'none'}"])
+
+
+def test_extras_refuse_a_checkpoint_that_runs_code(tmp_path):
+    """extras/figures.py --checkpoint and extras/sample.py read a checkpoint as the programs do (weights_only=True):
+    one that runs code when unpickled (here: it makes a file) is refused in one line that names it; no code runs."""
+    marker, path = tmp_path / "the code ran", tmp_path / "run" / "best.pt"
+    path.parent.mkdir()
+    torch.save({"payload": RunsCode(f"open({str(marker)!r}, 'w').close()")}, path)
+    sample = extra("sample")
+    for main, argv in [(figures.main, ["--program=vit", f"--checkpoint={path}"]),
+                       (figures.main, ["--program=lm", f"--checkpoint={path}"]),
+                       (sample.main, [f"--out_dir={path.parent}"])]:
+        with pytest.raises(SystemExit, match="^error: " + re.escape(str(path)) + " is not a readable checkpoint") as e:
+            main(argv)
+        assert "\n" not in str(e.value)
+    assert not marker.exists()
+
+
+# ==================================================================================================
+# extras/speed_vs_timm_nanogpt.py
+
+
+def test_speed_vs_timm_nanogpt_help_and_a_stubbed_run(tmp_path, monkeypatch, capsys):
+    """timm and nanoGPT are not installed here: --help, then one round with stand-ins for both (timm's ViT is
+    our ViT, nanoGPT's GPT an embedding and a head), which runs every line of the comparison but the imports."""
+    with pytest.raises(SystemExit) as e:
+        speed.main(["--help"])
+    assert e.value.code == 0 and "--nanogpt=/tmp/nanogpt_model.py --mode=fp32" in capsys.readouterr().out
+    fake = types.ModuleType("timm")
+    fake.__version__, fake.layers = "stub", types.SimpleNamespace(use_fused_attn=lambda: True)
+    vt = types.ModuleType("timm.models.vision_transformer")
+    vt.VisionTransformer = lambda img_size, patch_size, embed_dim, depth, num_heads, num_classes, **kw: mv.ViT(
+        mv.ViTConfig(image_size=img_size, patch_size=patch_size, width=embed_dim, depth=depth, heads=num_heads))
+    for name, module in (("timm", fake), ("timm.models", types.ModuleType("timm.models")),
+                         ("timm.models.vision_transformer", vt)):
+        monkeypatch.setitem(sys.modules, name, module)
+    (tmp_path / "model.py").write_text(textwrap.dedent("""
+        import torch
+        from dataclasses import dataclass
+
+        @dataclass
+        class GPTConfig:
+            n_layer: int
+            n_head: int
+            n_embd: int
+            block_size: int
+            vocab_size: int
+            dropout: float
+            bias: bool
+
+        class GPT(torch.nn.Module):
+            def __init__(self, c):
+                super().__init__()
+                self.emb, self.head = torch.nn.Embedding(c.vocab_size, 8), torch.nn.Linear(8, c.vocab_size)
+
+            def forward(self, x, y=None):
+                return self.head(self.emb(x)), None
+        """))
+    threads = torch.get_num_threads()
+    speed.main([f"--nanogpt={tmp_path / 'model.py'}", "--depth=1", "--vit_batch=2", "--lm_batch=1", "--lm_tokens=8",
+                "--warmup=1", "--rounds=2", "--steps=1", "--threads=1"])
+    torch.set_num_threads(threads)
+    out = capsys.readouterr().out
+    assert re.search(r"^ours ViT / timm ViT: x\d\.\d{3} \(throughput ratio of medians; per round", out, re.M), out
+    assert re.search(r"^ours LM / nanoGPT GPT: x\d+\.\d{3} ", out, re.M) and "round 2/2" in out
+
+
+# ==================================================================================================
+# extras/table4.py: Table 4's SVHN and Tiny ImageNet rows
+
+
+def write_tiny_imagenet(root, wnids=("n02", "n01", "n03"), per_class=3, seed=0):
+    """A tiny Tiny ImageNet in the standard layout; each JPEG's brightness is set by its class (60 * label + 20
+    on average); one grayscale JPEG (the second class's first); val labels not in file order."""
+    g = torch.Generator().manual_seed(seed)
+    base = os.path.join(root, "tiny-imagenet-200")
+
+    def jpeg(rel, y, gray=False):
+        os.makedirs(os.path.dirname(os.path.join(base, rel)), exist_ok=True)
+        x = (torch.rand(64, 64, 1 if gray else 3, generator=g) * 40 + 60 * y).to(torch.uint8)
+        Image.fromarray(x.squeeze(-1).numpy() if gray else x.numpy()).save(os.path.join(base, rel), "JPEG", quality=95)
+
+    for y, w in enumerate(wnids):
+        for i in range(per_class):
+            jpeg(f"train/{w}/images/{w}_{i}.JPEG", y, gray=(y == 1 and i == 0))
+    with open(os.path.join(base, "wnids.txt"), "w") as f:
+        f.write("\n".join(wnids) + "\n")
+    val = [(f"val_{i}.JPEG", (2 * i + 1) % len(wnids)) for i in range(5)]
+    for name, y in val:
+        jpeg(f"val/images/{name}", y)
+    with open(os.path.join(base, "val", "val_annotations.txt"), "w") as f:
+        f.writelines(f"{name}\t{wnids[y]}\t0\t0\t63\t63\n" for name, y in val)
+
+
+def test_table4_defaults_patch_4_for_tiny_imagenet_and_out_dir_by_dataset():
+    cfg = table4.parse(["--dataset=tinyimagenet"])
+    assert (cfg.dataset, cfg.patch_size, cfg.image_size) == ("tinyimagenet", 4, 64)
+    assert cfg.out_dir == os.path.join("out", "vit-tinyimagenet-mimetic-seed0")
+    assert table4.parse(["--dataset=tinyimagenet", "--patch_size=8"]).patch_size == 8  # given: it wins
+    cfg = table4.parse(["--dataset=svhn", "--init=default", "--seed=3"])
+    assert (cfg.patch_size, cfg.image_size, cfg.out_dir) == (2, 32, os.path.join("out", "vit-svhn-default-seed3"))
+    assert table4.parse(["--dataset=svhn", "--out_dir=elsewhere"]).out_dir == "elsewhere"
+    for argv in ([], ["--dataset=cifar10"]):
+        with pytest.raises(SystemExit, match="^error: pass --dataset=svhn or --dataset=tinyimagenet"):
+            table4.parse(argv)
+
+
+def test_svhn_official_layout_read_as_torchvision_reads_it(tmp_path, monkeypatch):
+    """Tiny train_32x32.mat / test_32x32.mat in SVHN's layout (X: 32 x 32 x 3 x N uint8, y: N x 1 with the digit
+    0 labelled 10), read by table4.py and by torchvision's SVHN (its md5 check switched off)."""
+    sio = pytest.importorskip("scipy.io", reason="SVHN's .mat files need scipy (not in requirements.txt)")
+    import torchvision
+    g = torch.Generator().manual_seed(0)
+    for split, n in (("train", 12), ("test", 7)):
+        X = torch.randint(256, (32, 32, 3, n), generator=g, dtype=torch.uint8).numpy()
+        y = (torch.arange(n) % 10 + 1).view(n, 1).numpy()
+        sio.savemat(str(tmp_path / f"{split}_32x32.mat"), {"X": X, "y": y})
+    tx, ty, vx, vy = table4.load_svhn(str(tmp_path))
+    assert tx.shape == (12, 3, 32, 32) and vx.shape == (7, 3, 32, 32) and tx.dtype == torch.uint8
+    assert ty.tolist() == [(i % 10 + 1) % 10 for i in range(12)] and 0 in ty.tolist() and 10 not in ty.tolist()
+    monkeypatch.setattr(torchvision.datasets.SVHN, "_check_integrity", lambda self: True)
+    ref = torchvision.datasets.SVHN(str(tmp_path), split="train")
+    assert torch.equal(tx, torch.from_numpy(ref.data)) and ty.tolist() == ref.labels.tolist()
+    (tmp_path / "test_32x32.mat").write_bytes(b"not a mat file")
+    with pytest.raises(ValueError, match="test_32x32.mat is not an SVHN .mat file"):
+        table4.load_svhn(str(tmp_path))
+    monkeypatch.setattr(table4, "reachable", lambda url: False)  # offline and no files: one line naming the folder
+    with pytest.raises(SystemExit, match=r"^error: SVHN not found: .*empty/ lacks train_32x32.mat"):
+        table4.load_svhn(str(tmp_path / "empty"))
+
+
+def test_tiny_imagenet_layout_cache_and_offline(tmp_path, monkeypatch, capsys):
+    write_tiny_imagenet(tmp_path)
+    tx, ty, vx, vy = table4.load_tinyimagenet(str(tmp_path))
+    assert tx.shape == (9, 3, 64, 64) and tx.dtype == torch.uint8 and vx.shape == (5, 3, 64, 64)
+    assert ty.tolist() == [0, 0, 0, 1, 1, 1, 2, 2, 2] and vy.tolist() == [1, 0, 2, 1, 0]  # wnids.txt order
+    assert (((tx.float().mean(dim=(1, 2, 3)) - 60 * ty - 20).abs() < 5).all())  # each image is its label's
+    assert (((vx.float().mean(dim=(1, 2, 3)) - 60 * vy - 20).abs() < 5).all())
+    assert torch.equal(tx[3, 0], tx[3, 1]) and torch.equal(tx[3, 0], tx[3, 2])  # the grayscale JPEG, 3 channels
+    assert "decoded 14 Tiny ImageNet JPEGs" in capsys.readouterr().out
+    cache = tmp_path / "tinyimagenet.cache.pt"  # the second load reads the cache and decodes nothing
+    assert cache.exists()
+    monkeypatch.setattr(table4, "decode_tinyimagenet", lambda base: pytest.fail("decoded again"))
+    again = table4.load_tinyimagenet(str(tmp_path))
+    assert all(torch.equal(a, b) for a, b in zip(again, (tx, ty, vx, vy)))
+    monkeypatch.undo()
+    cache.write_bytes(b"not a cache")  # unreadable: decoded again and rewritten
+    assert torch.equal(table4.load_tinyimagenet(str(tmp_path))[0], tx)
+    assert "cannot be read" in capsys.readouterr().out and torch.load(cache, weights_only=True)["data"][0].shape[0] == 9
+    monkeypatch.setattr(table4, "reachable", lambda url: False)  # offline, no folder: one line, folder and archive
+    with pytest.raises(SystemExit, match="^error: tinyimagenet not found: .*tiny-imagenet-200/ lacks wnids.txt.*"
+                                         "tiny-imagenet-200.zip"):
+        table4.load_tinyimagenet(str(tmp_path / "empty"))
+
+
+def test_table4_trains_tiny_imagenet_end_to_end(tmp_path, monkeypatch, capsys):
+    """The model as mimetic_vit.main() builds it (200 classes, 64x64, patch 4: 257 tokens), ImageNet's
+    normalisation, mv.train, and results.json in out/vit-tinyimagenet-<init>-seed<seed>."""
+    write_tiny_imagenet(tmp_path, per_class=12)
+    monkeypatch.chdir(tmp_path)
+    seen, real_train = {}, mv.train
+
+    def spy(model, data, norm, *args):
+        seen["weights"], seen["norm"] = {k: v.clone() for k, v in model.state_dict().items()}, norm
+        return real_train(model, data, norm, *args)
+
+    monkeypatch.setattr(mv, "train", spy)
+    argv = ["--dataset=tinyimagenet", *TINY_ARGS, "--epochs=1", "--batch_size=12", f"--data_dir={tmp_path}"]
+    res = table4.main(argv)
+    assert "M parameters, 257 tokens (64x64 images, patch 4)" in capsys.readouterr().out
+    torch.manual_seed(0)
+    ref = mv.ViT(mv.ViTConfig(image_size=64, patch_size=4, num_classes=200, width=32, depth=2, heads=2))
+    mv.init_attention_(ref, "mimetic", 0.7, 0.7, 0.4, 0.4, -1, generator=torch.Generator().manual_seed(0))
+    assert all(torch.equal(v, seen["weights"][k]) for k, v in ref.state_dict().items())
+    assert list(seen["norm"][0]) == pytest.approx([0.485, 0.456, 0.406])
+    with open(tmp_path / "out" / "vit-tinyimagenet-mimetic-seed0" / "results.json") as f:
+        saved = json.load(f)
+    assert saved == json.loads(json.dumps(res)) and res["epochs_done"] == 1
+    assert res["config"]["dataset"] == "tinyimagenet"
+    assert (res["model_config"]["num_classes"], res["model_config"]["image_size"], res["model_config"]["patch_size"]) \
+        == (200, 64, 4)
+    assert res["command"].startswith("python extras/table4.py --dataset=tinyimagenet --width=32")
+    with pytest.raises(SystemExit, match="already holds ckpt.pt, results.json"):  # never another run's folder
+        table4.main(argv)
+
+
+def test_table4_trains_on_a_stand_in_device(tmp_path, monkeypatch):
+    """extras/table4.py's Tiny ImageNet path (its own normalisation statistics) on the stand-in for a GPU."""
+    write_tiny_imagenet(tmp_path, per_class=12)
+    monkeypatch.chdir(tmp_path)
+    argv = ["--dataset=tinyimagenet", *TINY_ARGS, "--epochs=1", "--batch_size=12", "--device=meta",
+            f"--data_dir={tmp_path}"]
+    with StandIn():
+        assert table4.main(argv)["epochs_done"] == 1
 
 
 # ==================================================================================================

@@ -161,6 +161,8 @@ SIZES = {"ptb_char": (5_269_890, 413_262, 464_989, 49),
          "ptb_word": (929_589, 73_760, 82_430, 10_000),
          "wikitext2": (2_088_628, 217_646, 245_569, 33_278),
          "wikitext103": (103_227_021, 217_646, 245_569, 267_735)}
+
+
 LM_TINY = ["--dataset=ptb_word", "--width=16", "--depth=1", "--heads=2", "--seq_len=16", "--eval_stride=8",
            "--batch_size=8", "--warmup_frac=0.2", "--lr=3e-3", "--log_interval=5", "--compile=False", "--device=cpu"]
 
@@ -171,8 +173,6 @@ def extra(name):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-
-
 
 
 def tiny_lm(vocab_size=23, **kw):
@@ -201,8 +201,32 @@ TINY_ARGS = ["--width=32", "--depth=2", "--heads=2", "--ra_n=1", "--log_interval
 
 
 # ==================================================================================================
-# the paper: eqs 1-8 and Table 2
+# mimetic_vit.py: model
 
+
+def test_model_shapes():
+    for p, n in [(2, 257), (4, 65), (8, 17)]:
+        model = small_vit(patch_size=p, num_classes=7)
+        assert model.config.num_tokens == n and model.pos_embed.shape == (1, n, 48)
+        assert model(torch.randn(3, 3, 32, 32)).shape == (3, 7)
+        assert attention_probs(model, torch.randn(2, 3, 32, 32)).shape == (2, n, n)
+    P = mv.sinusoidal_embeddings(65, 48)
+    assert torch.allclose(P[:, 0], torch.sin(torch.arange(65.0)), atol=1e-6)
+    assert torch.allclose(P[:, 1], torch.cos(torch.arange(65.0)), atol=1e-6)
+    assert torch.allclose(small_vit(pos_scale=2.0).pos_embed[0], 2 * P)
+
+
+def test_sinusoids_match_vaswani_at_every_column():
+    n, d = 50, 24
+    P = mv.sinusoidal_embeddings(n, d)
+    ref = torch.tensor([[math.sin(i / 10000 ** (j / d)) if j % 2 == 0 else math.cos(i / 10000 ** ((j - 1) / d))
+                         for j in range(d)] for i in range(n)])
+    assert torch.allclose(P, ref, atol=1e-6)
+    assert torch.equal(lm.sinusoidal_embeddings(n, d), P)
+
+
+# ==================================================================================================
+# mimetic_vit.py: mimetic initialization (eqs 1-8, Table 2), and README.md's snippets of it
 
 
 @pytest.mark.parametrize("d,heads", [(48, 3), (64, 4), (30, 1)])
@@ -496,90 +520,8 @@ def test_readme_snippets():
     check_conv1d_and_split_snippets()  # Hugging Face GPT-2's Conv1D; separate q/k/v/o projections
 
 
-def test_init_source_is_a_verbatim_copy():
-    """The only code that stands in both programs: mimetic_init_ (the same body; the LM's signature carries
-    Sec. 7's defaults) and simple_init_ (identical). A consistency check between the files, not evidence."""
-    bodies = [inspect.getsource(m.mimetic_init_).split("\n", 2)[2] for m in (lm, mv)]
-    assert bodies[0] == bodies[1]
-    assert inspect.getsource(lm.simple_init_) == inspect.getsource(mv.simple_init_)
-
-
-def test_eq5_7_a1_zero_is_literal():
-    """a1 = 0 (the language setting): torch's SVD of b1 I gives U = V = I, so every head gets
-    W_Q = W_K = sqrt(b1) I[:, :k], and W_Q^h W_K^h^T = b1 diag(1,..,1, 0,..,0)."""
-    d, h = 24, 3
-    k = d // h
-    qkv, proj = torch.randn(3 * d, d), torch.randn(d, d)
-    lm.mimetic_init_(qkv, proj, h, generator=torch.Generator().manual_seed(5))  # language defaults
-    expected = torch.tensor(math.sqrt(0.5), dtype=torch.float64).float() * torch.eye(d)[:k]
-    for head in range(h):
-        assert torch.equal(qkv[head * k:(head + 1) * k], expected)          # q rows hold W_Q^T
-        assert torch.equal(qkv[d + head * k:d + (head + 1) * k], expected)  # k rows hold W_K^T
-    target = torch.zeros(d, d)
-    target[range(k), range(k)] = 0.5
-    assert all(torch.allclose(m, target, atol=1e-6) for m in qk_products(qkv, h))
-    # the value/projection product is exactly 0.2 Z2 - 0.2 I, with Z2 drawn after the h (unused) Z1's
-    Z2 = replay_noise(5, d, h + 1)[-1]
-    assert torch.allclose(vo_product(qkv, proj).double(), 0.2 * Z2 - 0.2 * torch.eye(d, dtype=torch.float64), atol=1e-5)
-
-
-def test_eq1_2_language_values_with_noise_in_qk():
-    d, h, a1, b1 = 24, 4, 0.3, 0.5
-    k = d // h
-    qkv, proj = torch.empty(3 * d, d), torch.empty(d, d)
-    lm.mimetic_init_(qkv, proj, h, alpha1=a1, beta1=b1, generator=torch.Generator().manual_seed(2))
-    Z = replay_noise(2, d, h + 1)
-    for head, P in enumerate(qk_products(qkv, h)):
-        U, S, Vh = torch.linalg.svd(a1 * Z[head] + b1 * torch.eye(d, dtype=torch.float64))
-        assert torch.allclose(P.double(), (U[:, :k] * S[:k]) @ Vh[:k], atol=1e-5)  # Eckart-Young
-    assert torch.allclose(vo_product(qkv, proj).double(), 0.2 * Z[-1] - 0.2 * torch.eye(d, dtype=torch.float64), atol=1e-5)
-
-
-def test_table2_ablations_in_the_lm_too():
-    base = tiny_lm()
-    d = 16
-    for init in ("qk", "vo"):
-        torch.manual_seed(0)
-        m = lm.TransformerLM(lm.LMConfig(vocab_size=23, block_size=16, width=16, depth=2, heads=2, dropout=0.0,
-                                         emb_dropout=0.0))
-        lm.init_attention_(m, init, 0.0, 0.5, 0.2, 0.2, -1, generator=torch.Generator().manual_seed(0))
-        for b0, b in zip(base.blocks, m.blocks):
-            assert torch.equal(b0.attn.qkv.weight[:2 * d], b.attn.qkv.weight[:2 * d]) == (init == "vo")
-            assert torch.equal(b0.attn.proj.weight, b.attn.proj.weight) == (init == "qk")
-            assert torch.equal(b0.mlp.fc1.weight, b.mlp.fc1.weight)  # the MLP keeps the default init
-
-
-def test_lm_init_defaults_are_the_language_ones():
-    p = inspect.signature(lm.mimetic_init_).parameters
-    assert [p[k].default for k in ("alpha1", "beta1", "alpha2", "beta2")] == [0.0, 0.5, 0.2, 0.2]
-    cfg = lm.parse_config([])
-    assert (cfg.alpha1, cfg.beta1, cfg.alpha2, cfg.beta2) == (0.0, 0.5, 0.2, 0.2)
-
-
 # ==================================================================================================
-# models, data and evaluation
-
-
-
-def test_model_shapes():
-    for p, n in [(2, 257), (4, 65), (8, 17)]:
-        model = small_vit(patch_size=p, num_classes=7)
-        assert model.config.num_tokens == n and model.pos_embed.shape == (1, n, 48)
-        assert model(torch.randn(3, 3, 32, 32)).shape == (3, 7)
-        assert attention_probs(model, torch.randn(2, 3, 32, 32)).shape == (2, n, n)
-    P = mv.sinusoidal_embeddings(65, 48)
-    assert torch.allclose(P[:, 0], torch.sin(torch.arange(65.0)), atol=1e-6)
-    assert torch.allclose(P[:, 1], torch.cos(torch.arange(65.0)), atol=1e-6)
-    assert torch.allclose(small_vit(pos_scale=2.0).pos_embed[0], 2 * P)
-
-
-def test_sinusoids_match_vaswani_at_every_column():
-    n, d = 50, 24
-    P = mv.sinusoidal_embeddings(n, d)
-    ref = torch.tensor([[math.sin(i / 10000 ** (j / d)) if j % 2 == 0 else math.cos(i / 10000 ** ((j - 1) / d))
-                         for j in range(d)] for i in range(n)])
-    assert torch.allclose(P, ref, atol=1e-6)
-    assert torch.equal(lm.sinusoidal_embeddings(n, d), P)
+# mimetic_vit.py: data and augmentation
 
 
 def test_load_dataset_reads_official_layout(tmp_path):
@@ -713,6 +655,10 @@ def test_train_batches_are_the_same_with_any_number_of_workers(tmp_path):
                                   for i, h in enumerate(runs[1]["history"])]
 
 
+# ==================================================================================================
+# mimetic_vit.py: schedule and optimizer
+
+
 def test_onecycle_schedule_is_the_authors():
     """train.py lines 99-100: np.interp(t, [0, 2E/5, 4E/5, E], [0, lr, lr/20, 0]), t = epochs done after the step."""
     cfg, total = mv.parse_config(["--lr=0.003"]), 200
@@ -751,71 +697,6 @@ def test_the_rate_is_set_before_every_step(recipe, tmp_path, monkeypatch):
     assert seen == [[mv.get_lr(s, 20, cfg)] * 2 for s in range(20)] and len({lr for lr, _ in seen}) > 15
 
 
-def test_recipe_v1_fills_only_keys_not_given():
-    v1 = vars(mv.parse_config(["--recipe=v1", "--ra_n=3"]))
-    assert {k: v1[k] for k in mv.RECIPES["v1"] if k != "ra_n"} == {k: v for k, v in mv.RECIPES["v1"].items() if k != "ra_n"}
-    assert v1["ra_n"] == 3 and v1["recipe"] == "v1"
-    assert vars(mv.parse_config(["--recipe=authors"])) == vars(mv.parse_config([]))
-    with pytest.raises(SystemExit, match=r"^error: --warmup_frac=0.9: the onecycle schedule"):
-        mv.parse_config(["--warmup_frac=0.9"])
-    assert mv.parse_config(["--recipe=v1", "--warmup_frac=0.9"]).warmup_frac == 0.9  # cosine takes any fraction
-
-
-def recorded_runs():
-    """(program, path, results) of every recorded run of a program."""
-    for path in sorted(glob.glob(os.path.join(ROOT, "results", "*", "results.json"))):
-        with open(path) as f:
-            res = json.load(f)
-        prog = res.get("command", "").split(" ")[1:2]
-        if prog in (["mimetic_vit.py"], ["mimetic_lm.py"], ["extras/compare.py"]):
-            yield prog[0], path, res
-
-
-# keys of side modes that moved to extras/ (off in every record: they did not change training)
-RETIRED_OFF = {"plot": False, "benchmark": False, "prompt": "", "temperature": 1.0, "sample": 0}
-# what a run recorded before a key existed ran, as today's flag: recipe v1 (before the recipe issue); RandAugment
-# per image (before 7b773af it was batched by hand from torchvision's ops, per image: the law of --ra_chunk=1);
-# no resize; no SmallInitEmb; the precision the record names (auto once chose bf16 on CPUs with native bf16), or
-# fp32 where it names none (the first runs, before the precision key, ran fp32 only)
-# keys renamed since a record was made, as today's flag with the same meaning: the LM's warmup_steps (-1 = 5% of the
-# run) became warmup_frac, a fraction of the run's steps, as the ViT's
-RENAMED = {"warmup_steps": lambda v, total: ("warmup_frac", 0.05 if v == -1 else v / total)}
-BEFORE_THE_KEY = {"recipe": lambda res: "v1", "ra_chunk": lambda res: 1, "image_size": lambda res: 0,
-                  "small_emb": lambda res: False, "precision": lambda res: res.get("precision", "fp32").split()[0]}
-
-
-def test_every_recorded_config_parses_back_to_itself():
-    """Every recorded run's config, fed back as explicit --key=value flags (with BEFORE_THE_KEY's flags for the keys
-    it predates), gives back the same config through today's parser, so no recorded run loses its meaning; a
-    recipe key a record lacks takes recipe v1's value (a README command of an older table carries --recipe=v1)."""
-    runs, moved = list(recorded_runs()), []
-    assert all(sum(p == prog for p, _, _ in runs) >= 20 for prog in ("mimetic_vit.py", "mimetic_lm.py", "extras/compare.py"))
-    parse = {"mimetic_vit.py": mv.parse_config, "mimetic_lm.py": lm.parse_config, "extras/compare.py": extra("compare").parse}
-    for prog, path, res in runs:
-        config = dict(res["config"])
-        if "qk_basis" in config or config.get("dataset") == "tinyimagenet":  # side modes, now extras/ scripts
-            moved.append(path)
-            continue
-        assert all(config.pop(k) == v for k, v in RETIRED_OFF.items() if k in config), path
-        if isinstance(config.get("compile"), bool):  # compile was a bool before "auto" joined true and false
-            config["compile"] = str(config["compile"]).lower()
-        for old in RENAMED.keys() & config.keys():  # the same warmup: as many steps as the record's run took
-            n = config["train_subset"] or res["dataset_sizes"]["train"]
-            total = (n - 1 - config["seq_len"]) // config["seq_len"] // config["batch_size"] * config["epochs"]
-            key, value = RENAMED[old](config.pop(old), total)
-            config[key] = value
-            assert max(1, round(value * total)) == max(1, res["config"][old] if res["config"][old] >= 0 else
-                                                         round(0.05 * total)), path
-        keys = (lm if prog == "mimetic_lm.py" else mv).config_keys
-        older = {k: f(res) for k, f in BEFORE_THE_KEY.items() if k in keys and k not in config}
-        parsed = vars(parse[prog]([f"--{k}={v}" for k, v in {**config, **older}.items()]))
-        assert {k: parsed[k] for k in config} == config, path
-        filled = set(parsed) - set(config) - set(older)
-        assert not filled or (older.get("recipe") == "v1" and filled <= set(mv.RECIPES["v1"]) | {"workers"}), path
-        assert all(parsed[k] == mv.RECIPES["v1"][k] for k in filled - {"workers"}), path
-    assert len(moved) == 4  # the three random-basis LM runs and the synthetic Tiny ImageNet run
-
-
 def test_weight_decay_on_matrices_only():
     model = small_vit()
     opt = mv.make_optimizer(model, 1e-3, 0.05, torch.device("cpu"))
@@ -828,8 +709,17 @@ def test_weight_decay_on_matrices_only():
 
 
 # ==================================================================================================
-# the programs: command line, checkpoints, errors, devices
+# mimetic_vit.py: main() and the tail (config, command line, checkpoints, errors, device)
 
+
+def test_recipe_v1_fills_only_keys_not_given():
+    v1 = vars(mv.parse_config(["--recipe=v1", "--ra_n=3"]))
+    assert {k: v1[k] for k in mv.RECIPES["v1"] if k != "ra_n"} == {k: v for k, v in mv.RECIPES["v1"].items() if k != "ra_n"}
+    assert v1["ra_n"] == 3 and v1["recipe"] == "v1"
+    assert vars(mv.parse_config(["--recipe=authors"])) == vars(mv.parse_config([]))
+    with pytest.raises(SystemExit, match=r"^error: --warmup_frac=0.9: the onecycle schedule"):
+        mv.parse_config(["--warmup_frac=0.9"])
+    assert mv.parse_config(["--recipe=v1", "--warmup_frac=0.9"]).warmup_frac == 0.9  # cosine takes any fraction
 
 
 def test_cli_end_to_end(tmp_path):
@@ -1083,7 +973,7 @@ def test_one_training_step_under_bf16_autocast_and_torch_compile_on_cpu(prog, tm
 
 
 # ==================================================================================================
-# the language program: model
+# mimetic_lm.py: model
 
 
 def test_lm_is_causal():
@@ -1166,7 +1056,71 @@ def test_lm_sequence_longer_than_position_table():
 
 
 # ==================================================================================================
-# data and evaluation
+# mimetic_lm.py: mimetic initialization (the language values, Sec. 7)
+
+
+def test_init_source_is_a_verbatim_copy():
+    """The only code that stands in both programs: mimetic_init_ (the same body; the LM's signature carries
+    Sec. 7's defaults) and simple_init_ (identical). A consistency check between the files, not evidence."""
+    bodies = [inspect.getsource(m.mimetic_init_).split("\n", 2)[2] for m in (lm, mv)]
+    assert bodies[0] == bodies[1]
+    assert inspect.getsource(lm.simple_init_) == inspect.getsource(mv.simple_init_)
+
+
+def test_eq5_7_a1_zero_is_literal():
+    """a1 = 0 (the language setting): torch's SVD of b1 I gives U = V = I, so every head gets
+    W_Q = W_K = sqrt(b1) I[:, :k], and W_Q^h W_K^h^T = b1 diag(1,..,1, 0,..,0)."""
+    d, h = 24, 3
+    k = d // h
+    qkv, proj = torch.randn(3 * d, d), torch.randn(d, d)
+    lm.mimetic_init_(qkv, proj, h, generator=torch.Generator().manual_seed(5))  # language defaults
+    expected = torch.tensor(math.sqrt(0.5), dtype=torch.float64).float() * torch.eye(d)[:k]
+    for head in range(h):
+        assert torch.equal(qkv[head * k:(head + 1) * k], expected)          # q rows hold W_Q^T
+        assert torch.equal(qkv[d + head * k:d + (head + 1) * k], expected)  # k rows hold W_K^T
+    target = torch.zeros(d, d)
+    target[range(k), range(k)] = 0.5
+    assert all(torch.allclose(m, target, atol=1e-6) for m in qk_products(qkv, h))
+    # the value/projection product is exactly 0.2 Z2 - 0.2 I, with Z2 drawn after the h (unused) Z1's
+    Z2 = replay_noise(5, d, h + 1)[-1]
+    assert torch.allclose(vo_product(qkv, proj).double(), 0.2 * Z2 - 0.2 * torch.eye(d, dtype=torch.float64), atol=1e-5)
+
+
+def test_eq1_2_language_values_with_noise_in_qk():
+    d, h, a1, b1 = 24, 4, 0.3, 0.5
+    k = d // h
+    qkv, proj = torch.empty(3 * d, d), torch.empty(d, d)
+    lm.mimetic_init_(qkv, proj, h, alpha1=a1, beta1=b1, generator=torch.Generator().manual_seed(2))
+    Z = replay_noise(2, d, h + 1)
+    for head, P in enumerate(qk_products(qkv, h)):
+        U, S, Vh = torch.linalg.svd(a1 * Z[head] + b1 * torch.eye(d, dtype=torch.float64))
+        assert torch.allclose(P.double(), (U[:, :k] * S[:k]) @ Vh[:k], atol=1e-5)  # Eckart-Young
+    assert torch.allclose(vo_product(qkv, proj).double(), 0.2 * Z[-1] - 0.2 * torch.eye(d, dtype=torch.float64), atol=1e-5)
+
+
+def test_table2_ablations_in_the_lm_too():
+    base = tiny_lm()
+    d = 16
+    for init in ("qk", "vo"):
+        torch.manual_seed(0)
+        m = lm.TransformerLM(lm.LMConfig(vocab_size=23, block_size=16, width=16, depth=2, heads=2, dropout=0.0,
+                                         emb_dropout=0.0))
+        lm.init_attention_(m, init, 0.0, 0.5, 0.2, 0.2, -1, generator=torch.Generator().manual_seed(0))
+        for b0, b in zip(base.blocks, m.blocks):
+            assert torch.equal(b0.attn.qkv.weight[:2 * d], b.attn.qkv.weight[:2 * d]) == (init == "vo")
+            assert torch.equal(b0.attn.proj.weight, b.attn.proj.weight) == (init == "qk")
+            assert torch.equal(b0.mlp.fc1.weight, b.mlp.fc1.weight)  # the MLP keeps the default init
+
+
+def test_lm_init_defaults_are_the_language_ones():
+    p = inspect.signature(lm.mimetic_init_).parameters
+    assert [p[k].default for k in ("alpha1", "beta1", "alpha2", "beta2")] == [0.0, 0.5, 0.2, 0.2]
+    cfg = lm.parse_config([])
+    assert (cfg.alpha1, cfg.beta1, cfg.alpha2, cfg.beta2) == (0.0, 0.5, 0.2, 0.2)
+
+
+# ==================================================================================================
+# mimetic_lm.py: data and evaluation
 
 
 def test_lm_tokenize_char_reads_eos_as_five_characters():
@@ -1302,7 +1256,7 @@ def test_lm_batches_cover_every_sequence_once_and_split_over_ranks():
 
 
 # ==================================================================================================
-# schedule and training
+# mimetic_lm.py: schedule, train() and main()
 
 
 def test_lm_schedule_values_and_plateau_rule():
@@ -1465,7 +1419,7 @@ def test_lm_nan_stops_with_one_line_and_keeps_the_last_good_checkpoint(tmp_path,
 
 
 # ==================================================================================================
-# the command line: config, errors before any work, no overwrite, --help, importing
+# mimetic_lm.py: the tail (config, errors before any work, no overwrite, --help, importing)
 
 
 def test_lm_presets_fill_only_keys_not_given():
@@ -1556,7 +1510,71 @@ def test_lm_importing_does_nothing(tmp_path, monkeypatch, capsys):
     assert os.listdir(tmp_path) == [] and sorted(os.listdir(ROOT)) == before and capsys.readouterr() == ("", "")
 
 
-# what a training loop can get wrong, tested through main() (each of these bugs left the suite green before)
+# ==================================================================================================
+# mimetic_vit.py, mimetic_lm.py: recorded configs, fed back through today's parsers (extras/compare.py's too)
+
+
+def recorded_runs():
+    """(program, path, results) of every recorded run of a program."""
+    for path in sorted(glob.glob(os.path.join(ROOT, "results", "*", "results.json"))):
+        with open(path) as f:
+            res = json.load(f)
+        prog = res.get("command", "").split(" ")[1:2]
+        if prog in (["mimetic_vit.py"], ["mimetic_lm.py"], ["extras/compare.py"]):
+            yield prog[0], path, res
+
+
+# keys of side modes that moved to extras/ (off in every record: they did not change training)
+RETIRED_OFF = {"plot": False, "benchmark": False, "prompt": "", "temperature": 1.0, "sample": 0}
+
+
+# what a run recorded before a key existed ran, as today's flag: recipe v1 (before the recipe issue); RandAugment
+# per image (before 7b773af it was batched by hand from torchvision's ops, per image: the law of --ra_chunk=1);
+# no resize; no SmallInitEmb; the precision the record names (auto once chose bf16 on CPUs with native bf16), or
+# fp32 where it names none (the first runs, before the precision key, ran fp32 only)
+# keys renamed since a record was made, as today's flag with the same meaning: the LM's warmup_steps (-1 = 5% of the
+# run) became warmup_frac, a fraction of the run's steps, as the ViT's
+RENAMED = {"warmup_steps": lambda v, total: ("warmup_frac", 0.05 if v == -1 else v / total)}
+
+
+BEFORE_THE_KEY = {"recipe": lambda res: "v1", "ra_chunk": lambda res: 1, "image_size": lambda res: 0,
+                  "small_emb": lambda res: False, "precision": lambda res: res.get("precision", "fp32").split()[0]}
+
+
+def test_every_recorded_config_parses_back_to_itself():
+    """Every recorded run's config, fed back as explicit --key=value flags (with BEFORE_THE_KEY's flags for the keys
+    it predates), gives back the same config through today's parser, so no recorded run loses its meaning; a
+    recipe key a record lacks takes recipe v1's value (a README command of an older table carries --recipe=v1)."""
+    runs, moved = list(recorded_runs()), []
+    assert all(sum(p == prog for p, _, _ in runs) >= 20 for prog in ("mimetic_vit.py", "mimetic_lm.py", "extras/compare.py"))
+    parse = {"mimetic_vit.py": mv.parse_config, "mimetic_lm.py": lm.parse_config, "extras/compare.py": extra("compare").parse}
+    for prog, path, res in runs:
+        config = dict(res["config"])
+        if "qk_basis" in config or config.get("dataset") == "tinyimagenet":  # side modes, now extras/ scripts
+            moved.append(path)
+            continue
+        assert all(config.pop(k) == v for k, v in RETIRED_OFF.items() if k in config), path
+        if isinstance(config.get("compile"), bool):  # compile was a bool before "auto" joined true and false
+            config["compile"] = str(config["compile"]).lower()
+        for old in RENAMED.keys() & config.keys():  # the same warmup: as many steps as the record's run took
+            n = config["train_subset"] or res["dataset_sizes"]["train"]
+            total = (n - 1 - config["seq_len"]) // config["seq_len"] // config["batch_size"] * config["epochs"]
+            key, value = RENAMED[old](config.pop(old), total)
+            config[key] = value
+            assert max(1, round(value * total)) == max(1, res["config"][old] if res["config"][old] >= 0 else
+                                                         round(0.05 * total)), path
+        keys = (lm if prog == "mimetic_lm.py" else mv).config_keys
+        older = {k: f(res) for k, f in BEFORE_THE_KEY.items() if k in keys and k not in config}
+        parsed = vars(parse[prog]([f"--{k}={v}" for k, v in {**config, **older}.items()]))
+        assert {k: parsed[k] for k in config} == config, path
+        filled = set(parsed) - set(config) - set(older)
+        assert not filled or (older.get("recipe") == "v1" and filled <= set(mv.RECIPES["v1"]) | {"workers"}), path
+        assert all(parsed[k] == mv.RECIPES["v1"][k] for k in filled - {"workers"}), path
+    assert len(moved) == 4  # the three random-basis LM runs and the synthetic Tiny ImageNet run
+
+
+# ==================================================================================================
+# mimetic_vit.py, mimetic_lm.py: what a training loop can get wrong, through main() (each bug once left the suite green)
 
 
 class Stop(Exception):
@@ -1678,7 +1696,7 @@ def test_lm_plateau_factor_reaches_the_optimizer(tmp_path, monkeypatch):
 
 
 # ==================================================================================================
-# the training device: a stand-in for the GPU on every machine, and the GPU itself where there is one
+# mimetic_vit.py, mimetic_lm.py: the training device, a stand-in for the GPU on every machine
 
 
 class StandIn(torch.overrides.TorchFunctionMode):
@@ -1769,7 +1787,9 @@ def test_stand_in_catches_a_cpu_tensor_in_device_work():
     assert meta.events == ["item", "tolist"]
 
 
-# broken files: the run stops before its first step, its last line names the file, nothing on disk changes
+# ==================================================================================================
+# mimetic_vit.py, mimetic_lm.py: broken files stop a run before its first step, in a line naming the file
+
 
 def snapshot(folder):
     return {p: (p.stat().st_size, p.stat().st_mtime_ns) for p in sorted(folder.rglob("*"))}
@@ -1870,7 +1890,9 @@ def test_a_run_that_fails_before_training_makes_no_folder(tmp_path):
     assert not (tmp_path / "run").exists()
 
 
-# on a CUDA GPU (skipped elsewhere; the same test command runs them there)
+# ==================================================================================================
+# mimetic_vit.py, mimetic_lm.py: on a CUDA GPU (skipped elsewhere; the same test command runs them there)
+
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU here")
 
@@ -1955,7 +1977,7 @@ def test_init_is_the_same_bits_whatever_the_thread_count():
 
 
 # ==================================================================================================
-# progress: the first estimate within seconds, the time left, the CPU hint, the terminal line
+# mimetic_vit.py, mimetic_lm.py: progress (the first estimate within seconds, time left, CPU hint, terminal line)
 
 
 class FakeClock:
@@ -2047,4 +2069,3 @@ def test_progress_terminal_line_in_place_only_on_a_terminal(program, monkeypatch
     assert capsys.readouterr().out == ""
     p.print("step 50/1000")
     assert capsys.readouterr().out == "\r\033[Kstep 50/1000\n"
-

@@ -146,8 +146,9 @@ def test_compare_each_arms_init_is_the_papers():
     """Table 5: both LayerScales keep the W_Q W_K^T init (qk); ZerO, T-Fixup and C start from the default;
     Fig. 6 compares mimetic (and --init=default) on subsets."""
     papers = {"zero": "default", "tfixup": "default", "layerscale": "qk", "layerscale_ours": "qk",
-              "conv_in": "default", "conv_out": "default", "conv_softmax": "default", "subset": "mimetic"}
-    assert {arm: compare.parse([f"--compare={arm}"]).init for arm in papers} == papers
+              "conv_in": "default", "conv_out": "default", "conv_softmax": "default",
+              "conv_softmax_local": "default", "subset": "mimetic"}
+    assert {arm: compare.parse([f"--compare={arm}"]).init for arm in compare.INIT} == papers  # every arm
 
 
 def test_compare_zero_init_products_and_a_silent_branch():

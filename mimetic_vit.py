@@ -11,7 +11,7 @@ Run (GPU, downloads CIFAR-10 into ./data, the paper's ViT-Tiny for 100 epochs, m
     python mimetic_vit.py --init=default             # the same model and pipeline without it
 CPU quick run, the laptop recipe (all 50,000 training images, 2 epochs):
     python mimetic_vit.py --width=96 --depth=4 --heads=3 --patch_size=4 --epochs=2 --batch_size=128
---help lists every key with its default and why; extras/figures.py draws Figs. 1-2; extras/ has the side modes.
+--help lists every key with its default and why; extras/figures.py draws Figs. 1-2.
 README.md gives the results, each linked to its results file and log.
 """
 
@@ -76,8 +76,7 @@ workers = -1              # processes augmenting beside training; -1 = CPU cores
 epochs = 100              # passes over the training set
 batch_size = 512          # images per step (Sec. 5.1)
 lr = 3e-3                 # peak learning rate (Sec. 5.1)
-weight_decay = 0.01       # applied to matrices only, not to biases, norms, tokens (our choice, as nanoGPT; the
-                          # script decays all parameters, train.py line 102, and has no tokens)
+weight_decay = 0.01       # on weight matrices only (our choice, as nanoGPT; train.py line 102 decays every parameter)
 schedule = "onecycle"     # onecycle: linear 0 -> lr at warmup_frac -> lr/20 at 80% -> 0 at the end, set before every
                           # step (train.py lines 99-100, 114-115) | cosine: linear warmup, then cosine to 0 (v1)
 warmup_frac = 0.4         # fraction of the steps spent rising to the peak (train.py: 2E/5; v1: 0.05)
@@ -97,11 +96,8 @@ config_keys = [k for k, v in globals().items() if not k.startswith("_") and isin
 
 # --recipe=v1: this project's first choices, where the paper is silent, before it followed the authors' script; the
 # older results ran with them. Used for the keys not given on the command line, as mimetic_lm.py's PRESETS
-RECIPES = {
-    "authors": {},
-    "v1": dict(schedule="cosine", warmup_frac=0.05, grad_clip=1.0, crop_scale=1.0, ra_n=2, ra_m=9, jitter=0.0,
-               reprob=0.0, cutout=16, ra_chunk=8),
-}
+RECIPES = {"authors": {}, "v1": dict(schedule="cosine", warmup_frac=0.05, grad_clip=1.0, crop_scale=1.0, ra_n=2,
+                                     ra_m=9, jitter=0.0, reprob=0.0, cutout=16, ra_chunk=8)}
 # -----------------------------------------------------------------------------------------------
 # model
 
@@ -316,8 +312,7 @@ def simple_init_(qkv_weight, proj_weight, num_heads, generator=None):
 def init_attention_(model, init, alpha1, beta1, alpha2, beta2, vo_sign=-1, generator=None):
     """Every block's attention, after the default init and before torch.compile. init: mimetic (both products)
     | qk (only W_Q, W_K) | vo (only W_V, W_proj) | default (none): Table 2's arms, which all draw the same noise;
-    simple: Sec. 4's simplest technique. The SVDs run on one thread: the same bits whatever the thread count
-    (two threads change the last bits at width 384), and faster on a 2-core CPU."""
+    simple: Sec. 4's simplest technique. The SVDs run on one thread: the same bits whatever the thread count."""
     if init == "default":
         return
     threads = torch.get_num_threads()
@@ -359,9 +354,8 @@ MEAN_STD = {"cifar10": ((0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)),
 
 
 def load_dataset(name, root):
-    """(train_x, train_y, test_x, test_y): uint8 (N, 3, 32, 32) and int64 (N,) CPU tensors, read from the
-    official python layout in <root>/<folder>/, downloaded with torchvision when missing. A file that cannot
-    be read stops the run, naming it."""
+    """(train_x, train_y, test_x, test_y): uint8 (N, 3, 32, 32) and int64 (N,) CPU tensors from the official python
+    layout in <root>/<folder>/, downloaded when missing; a file that cannot be read stops the run, naming it."""
     folder, files, key, _ = DATASETS[name]
     base = os.path.join(root, folder)
     missing = [f for f in files if not os.path.exists(os.path.join(base, f))]
@@ -385,8 +379,7 @@ def load_dataset(name, root):
 
 
 def download(name, root, base, missing):
-    """torchvision's download of the official python version, unpacked into <root>/<folder>/; offline, one
-    error line at once: the folder, the files and the fix."""
+    """torchvision's download of the official python version into <root>/<folder>/; offline, one error line."""
     tv = torchvision.datasets.CIFAR10 if name == "cifar10" else torchvision.datasets.CIFAR100
     try:
         tv(root, train=True, download=True)
@@ -471,7 +464,7 @@ def to_input(x, mean, std, size):
 @torch.no_grad()
 def evaluate(model, x, y, mean, std, batch, amp):
     """Full pass over (x, y) without augmentation: (mean loss, accuracy in %). train() passes the uncompiled model:
-    the last, smaller batch would make torch.compile compile again, for a small part of the run's time."""
+    the last, smaller batch would make torch.compile compile again."""
     model.eval()
     loss, correct = torch.zeros((), device=x.device), torch.zeros((), device=x.device)
     for i in range(0, len(x), batch):
@@ -583,7 +576,7 @@ def train(model, data, mean_std, cfg, dev, amp, ckpt=None):
         history.append({"epoch": epoch, "train_loss": loss_sum / n, "train_acc": 100 * hits / n, "test_loss": test_loss,
                         "test_acc": test_acc, "elapsed_s": elapsed})
         progress.print(f"epoch {epoch}/{cfg.epochs} | train loss {loss_sum / n:.4f} | test loss {test_loss:.4f} | "
-                       f"test acc {test_acc:.2f} | {history[-1]['elapsed_s'] / 60:.1f} min")
+                       f"test acc {test_acc:.2f} | {elapsed / 60:.1f} min")
         save_checkpoint(cfg, model, opt, gen, state, dev)
         if epoch == cfg.stop_epoch and epoch < cfg.epochs:
             print(f"stopping after epoch {epoch} (--stop_epoch); continue with --resume=True")
@@ -631,12 +624,14 @@ RESUME_FREE = {"resume", "stop_epoch", "compile", "device", "eval_batch_size", "
 
 
 def parse_config(argv):
-    """The config globals, overridden by --key=value (in the default's type). A user's mistake is one `error:`
-    line, before any work."""
+    """The config globals, overridden by --key=value in the default's type; a user's mistake is one `error:` line."""
     if "-h" in argv or "--help" in argv:  # the config block above: every key, its default and why
         with open(__file__, encoding="utf-8") as f:
-            print("usage: python " + os.path.basename(__file__) + " [--key=value ...]\n\n# config:"
-                  + f.read().split("\n# config:")[1].split("\nconfig_keys =")[0])
+            keys = f.read().split("\n# config:")[1].split("\nconfig_keys =")[0]
+        try:
+            print(f"usage: python {os.path.basename(__file__)} [--key=value ...]\n\n# config:{keys}", flush=True)
+        except BrokenPipeError:  # `--help | head` stopped reading: end quietly (Python's docs, "Note on SIGPIPE")
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         raise SystemExit(0)
     defaults, given = {k: globals()[k] for k in config_keys}, {}
     for arg in argv:
@@ -650,8 +645,7 @@ def parse_config(argv):
             given[key] = BOOLS[text.lower()] if kind is bool else kind(text.lower() if key in CHOICES else text)
         except (KeyError, ValueError):
             raise SystemExit(f"error: {arg}: expected {kind.__name__}, like the default {defaults[key]!r}") from None
-    recipe = given.get("recipe", defaults["recipe"])
-    cfg = SimpleNamespace(**{**defaults, **RECIPES.get(recipe, {}), **given})
+    cfg = SimpleNamespace(**{**defaults, **RECIPES.get(given.get("recipe", defaults["recipe"]), {}), **given})
     for key, choices in CHOICES.items():
         if getattr(cfg, key) not in choices:
             raise SystemExit(f"error: --{key}={getattr(cfg, key)}: use one of {', '.join(map(str, choices))}")
@@ -688,16 +682,14 @@ def open_run(cfg):
 
 
 def load_checkpoint(path):
-    """A checkpoint, on the CPU; one that cannot be read stops the run, naming the file. It holds only tensors,
-    numbers, strings and containers: weights_only=True reads those and refuses anything else, so that a file from
-    elsewhere cannot run code when it is read."""
+    """A checkpoint, on the CPU; one that cannot be read stops the run, naming the file. weights_only=True reads
+    only tensors, numbers, strings and containers (all that a checkpoint holds): a file from elsewhere runs no code."""
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as e:  # what weights_only raises, with a long message, also for damaged bytes
-        raise SystemExit(f"error: {path} is not a readable checkpoint: it holds objects other than tensors, "
-                         f"numbers, strings and containers (a checkpoint of this program never does), or its bytes "
-                         f"are damaged, so it is not loaded: put back a good copy, or start afresh with another "
-                         f"--out_dir") from e
+        raise SystemExit(f"error: {path} is not a readable checkpoint: its bytes are damaged, or it holds objects "
+                         f"other than tensors, numbers, strings and containers (this program's never do), so it is not "
+                         f"loaded: put back a good copy, or start afresh with another --out_dir") from e
     except Exception as e:  # truncated or overwritten: torch raises many kinds; repr keeps it one line
         raise SystemExit(f"error: {path} is not a readable checkpoint ({e!r}): put back a good copy, or start "
                          f"afresh with another --out_dir") from e
@@ -723,7 +715,6 @@ def restore(ckpt, opt, gen, dev):
 
 
 def write_results(cfg, model, dev, prec, command, **metrics):
-    """<out_dir>/results.json: the config, metrics, wall time, hardware, precision and the command, quoted."""
     results = {"config": vars(cfg), "model_config": asdict(model.config), **metrics, "hardware": hardware(dev),
                "precision": prec, "command": shlex.join(command)}
     save_atomic(results, os.path.join(cfg.out_dir, "results.json"))
@@ -768,33 +759,31 @@ QUICK_RUN = "python mimetic_vit.py --width=96 --depth=4 --heads=3 --patch_size=4
 
 class Progress:
     """What a run costs: an estimate before step 1, then the speed and time left on each log line and, on a
-    terminal only, on one line rewritten in place between them. Counts `unit`s, per_step of them a step."""
+    terminal only, on one line rewritten in place between them."""
 
-    def __init__(self, total_steps, per_step, unit, step):
-        self.total, self.per_step, self.unit, self.tty = total_steps, per_step, unit, sys.stdout.isatty()
-        self.start, self.shown = (step, time.perf_counter()), 0.0
+    def __init__(self, total_steps, per_step, unit, step):  # per_step `unit`s a step; from step `step` on
+        self.total, self.per_step, self.unit, self.start = total_steps, per_step, unit, (step, time.perf_counter())
+        self.tty, self.shown = sys.stdout.isatty(), 0.0
 
-    def estimate(self, forward_backward, model, batch, steps_per_epoch):  # forward_backward(n): the first n items
-        dev, n = next(model.parameters()).device, max(1, batch // 64)  # n doubles until a call takes a second
+    def estimate(self, forward_backward, model, batch, steps):  # forward_backward(n): the first n items; steps/epoch
+        dev = next(model.parameters()).device
         with torch.random.fork_rng(devices=[dev] if dev.type == "cuda" else []):  # dropout draws as without it
-            forward_backward(n)  # untimed: the first call pays one-time costs
-            while True:
+            forward_backward(max(1, batch >> 6))  # untimed: the first call pays one-time costs
+            for n in [batch >> i for i in range(6, -1, -1) if batch >> i]:  # 1/64 of the batch, 1/32, ..., all
                 t = time.perf_counter()
                 forward_backward(n).item()  # .item() waits for the device
-                if (seconds := time.perf_counter() - t) >= 1.0 or n == batch:
+                if (seconds := time.perf_counter() - t) >= 1.0:  # long enough to time well
                     break
-                n = min(2 * n, batch)
         model.zero_grad(set_to_none=True)  # training starts without the timing's gradients
         step_s, self.start = seconds * batch / n, (self.start[0], time.perf_counter())  # speed counts from here
         left = step_s * (self.total - self.start[0])
         print(f"estimate (forward and backward timed on {n} of the first batch's {batch}): {self.per_step / step_s:.0f}"
-              f" {self.unit}/s, {duration(step_s * steps_per_epoch)} per epoch, {duration(left)} for the run "
-              f"(training only)")
+              f" {self.unit}/s, {duration(step_s * steps)} per epoch, {duration(left)} for the run (training only)")
         if dev.type == "cpu" and left > 3600:
             print(f"note: over an hour on this CPU (the defaults are the paper's GPU run). A quick run: {QUICK_RUN}")
 
     def print(self, text, step=None, end="\n"):  # a log line, over the terminal's line; with a step, its speed
-        if step is not None:
+        if step is not None:  # the speed since the estimate (or the resume), the time left
             step_s = (time.perf_counter() - self.start[1]) / max(step - self.start[0], 1)
             text += f" | {self.per_step / step_s:.0f} {self.unit}/s | {duration(step_s * (self.total - step))} left"
         print(("\r\033[K" if self.tty else "") + text, end=end, flush=True)

@@ -2037,7 +2037,7 @@ def test_progress_estimate_of_a_batch_of_one_and_no_note_off_the_cpu(monkeypatch
 @pytest.mark.parametrize("program", ["vit", "lm"])
 def test_progress_log_line_speed_and_time_left(program, monkeypatch, capsys):
     """Resumed at step 200 of 1,000 with 50 items a step: 30 steps in 30 s is 50 a second and 770 s (13 min)
-    left; 800 steps in 30 s would be 1,333 a second, 0 s left at the last; a line without a step has no speed."""
+    left; 800 steps in 30 s would be 1,333 a second, 0 s left at the last."""
     module, unit, _ = PROGRAMS[program]
     clock = FakeClock()
     monkeypatch.setattr(time, "perf_counter", clock)

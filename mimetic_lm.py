@@ -672,7 +672,23 @@ def parse_config(argv):
         except BrokenPipeError:  # `--help | head` stopped reading: end quietly (Python's docs, "Note on SIGPIPE")
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         raise SystemExit(0)
-    defaults, given = {k: globals()[k] for k in config_keys}, {}
+    defaults = {k: globals()[k] for k in config_keys}
+    given = parse_args(argv, defaults)
+    cfg = SimpleNamespace(**{**defaults, **PRESETS.get(given.get("dataset", defaults["dataset"]), {}), **given})
+    for key, choices in CHOICES.items():
+        if getattr(cfg, key) not in choices:
+            raise SystemExit(f"error: --{key}={getattr(cfg, key)}: use one of {', '.join(map(str, choices))}")
+    if cfg.width % cfg.heads:
+        raise SystemExit(f"error: width {cfg.width} is not divisible by heads {cfg.heads}: change one of them")
+    cfg.eval_stride = min(cfg.eval_stride, cfg.seq_len)
+    cfg.out_dir = cfg.out_dir or os.path.join("out", f"lm-{cfg.dataset}-{cfg.init}-seed{cfg.seed}")
+    return cfg
+
+
+def parse_args(argv, defaults):
+    """{key: value} of the --key=value arguments, each in its default's type; a user's mistake is one `error:` line.
+    The scripts in extras/ parse their own keys with it."""
+    given = {}
     for arg in argv:
         key, eq, text = arg.removeprefix("--").partition("=")
         if not arg.startswith("--") or not eq:
@@ -684,15 +700,7 @@ def parse_config(argv):
             given[key] = BOOLS[text.lower()] if kind is bool else kind(text.lower() if key in CHOICES else text)
         except (KeyError, ValueError):
             raise SystemExit(f"error: {arg}: expected {kind.__name__}, like the default {defaults[key]!r}") from None
-    cfg = SimpleNamespace(**{**defaults, **PRESETS.get(given.get("dataset", defaults["dataset"]), {}), **given})
-    for key, choices in CHOICES.items():
-        if getattr(cfg, key) not in choices:
-            raise SystemExit(f"error: --{key}={getattr(cfg, key)}: use one of {', '.join(map(str, choices))}")
-    if cfg.width % cfg.heads:
-        raise SystemExit(f"error: width {cfg.width} is not divisible by heads {cfg.heads}: change one of them")
-    cfg.eval_stride = min(cfg.eval_stride, cfg.seq_len)
-    cfg.out_dir = cfg.out_dir or os.path.join("out", f"lm-{cfg.dataset}-{cfg.init}-seed{cfg.seed}")
-    return cfg
+    return given
 
 
 def open_run(cfg):

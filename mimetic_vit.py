@@ -633,18 +633,8 @@ def parse_config(argv):
         except BrokenPipeError:  # `--help | head` stopped reading: end quietly (Python's docs, "Note on SIGPIPE")
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         raise SystemExit(0)
-    defaults, given = {k: globals()[k] for k in config_keys}, {}
-    for arg in argv:
-        key, eq, text = arg.removeprefix("--").partition("=")
-        if not arg.startswith("--") or not eq:
-            raise SystemExit(f"error: bad argument {arg!r}: use --key=value, e.g. --epochs=10 (--help lists the keys)")
-        if key not in defaults:
-            raise SystemExit(f"error: unknown config key {key!r}; known keys: {', '.join(defaults)}")
-        kind = type(defaults[key])
-        try:
-            given[key] = BOOLS[text.lower()] if kind is bool else kind(text.lower() if key in CHOICES else text)
-        except (KeyError, ValueError):
-            raise SystemExit(f"error: {arg}: expected {kind.__name__}, like the default {defaults[key]!r}") from None
+    defaults = {k: globals()[k] for k in config_keys}
+    given = parse_args(argv, defaults)
     cfg = SimpleNamespace(**{**defaults, **RECIPES.get(given.get("recipe", defaults["recipe"]), {}), **given})
     for key, choices in CHOICES.items():
         if getattr(cfg, key) not in choices:
@@ -659,6 +649,24 @@ def parse_config(argv):
                          f"choose a patch size that divides it (e.g. 2, 4 or 8 for 32x32 images)")
     cfg.out_dir = cfg.out_dir or os.path.join("out", f"vit-{cfg.dataset}-{cfg.init}-seed{cfg.seed}")
     return cfg
+
+
+def parse_args(argv, defaults):
+    """{key: value} of the --key=value arguments, each in its default's type; a user's mistake is one `error:` line.
+    The scripts in extras/ parse their own keys with it."""
+    given = {}
+    for arg in argv:
+        key, eq, text = arg.removeprefix("--").partition("=")
+        if not arg.startswith("--") or not eq:
+            raise SystemExit(f"error: bad argument {arg!r}: use --key=value, e.g. --epochs=10 (--help lists the keys)")
+        if key not in defaults:
+            raise SystemExit(f"error: unknown config key {key!r}; known keys: {', '.join(defaults)}")
+        kind = type(defaults[key])
+        try:
+            given[key] = BOOLS[text.lower()] if kind is bool else kind(text.lower() if key in CHOICES else text)
+        except (KeyError, ValueError):
+            raise SystemExit(f"error: {arg}: expected {kind.__name__}, like the default {defaults[key]!r}") from None
+    return given
 
 
 def open_run(cfg):

@@ -216,16 +216,9 @@ def parse(argv):
     if "-h" in argv or "--help" in argv:
         print(__doc__ + "\nThis script's keys and defaults: " + " ".join(f"--{k}={v}" for k, v in KEYS.items()))
         raise SystemExit(0)
-    ours, rest = dict(KEYS), []
-    for arg in argv:
-        key, _, text = arg.removeprefix("--").partition("=")
-        if key not in KEYS:
-            rest.append(arg)
-            continue
-        try:
-            ours[key] = type(KEYS[key])(text)
-        except ValueError:
-            raise SystemExit(f"error: --{key}={text}: expected a {type(KEYS[key]).__name__}") from None
+    own = [a for a in argv if a.removeprefix("--").partition("=")[0] in KEYS]  # the rest: the program's keys
+    ours = {**KEYS, **mv.parse_args(own, KEYS)}
+    rest = [a for a in argv if a not in own]
     if ours["compare"] not in INIT:
         raise SystemExit(f"error: pass --compare=one of {', '.join(INIT)} (got {ours['compare'] or 'none'})")
     cfg = mv.parse_config([f"--init={INIT[ours['compare']]}", *rest])  # a later --init overrides the arm's

@@ -85,16 +85,9 @@ def parse(argv):
     if "-h" in argv or "--help" in argv:
         print(__doc__ + "\nThis script's keys and defaults: " + " ".join(f"--{k}={v}" for k, v in KEYS.items()))
         raise SystemExit(0)
-    ours, rest = dict(KEYS), []
-    for arg in argv:
-        key, _, text = arg.removeprefix("--").partition("=")
-        if key not in KEYS:
-            rest.append(arg)
-            continue
-        try:
-            ours[key] = type(KEYS[key])(text)
-        except ValueError:
-            raise SystemExit(f"error: --{key}={text}: expected a {type(KEYS[key]).__name__}") from None
+    own = [a for a in argv if a.removeprefix("--").partition("=")[0] in KEYS]  # the rest: the program's keys
+    ours = {**KEYS, **mv.parse_args(own, KEYS)}
+    rest = [a for a in argv if a not in own]
     if not ours["out"].lower().endswith(".png"):
         raise SystemExit(f"error: --out={ours['out']} must name a .png file")
     cfg = mv.parse_config(["--width=96", *rest])

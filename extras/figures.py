@@ -106,16 +106,9 @@ def parse(argv):
     if "-h" in argv or "--help" in argv:
         print(__doc__ + "\nThis script's keys and defaults: " + " ".join(f"--{k}={v}" for k, v in KEYS.items()))
         raise SystemExit(0)
-    ours, rest = dict(KEYS), []
-    for arg in argv:
-        key, _, text = arg.removeprefix("--").partition("=")
-        if key not in KEYS:
-            rest.append(arg)
-            continue
-        try:
-            ours[key] = type(KEYS[key])(text)
-        except ValueError:
-            raise SystemExit(f"error: --{key}={text}: expected a {type(KEYS[key]).__name__}") from None
+    own = [a for a in argv if a.removeprefix("--").partition("=")[0] in KEYS]  # the rest: the program's keys
+    ours = {**KEYS, **mimetic_vit.parse_args(own, KEYS)}
+    rest = [a for a in argv if a not in own]
     if ours["program"] not in PROGRAMS:
         raise SystemExit(f"error: --program={ours['program']}: use --program=vit or --program=lm")
     program = PROGRAMS[ours["program"]]

@@ -61,7 +61,7 @@ def test_every_script_takes_key_value_help_and_one_line_errors(name, tmp_path, m
     assert "\n" not in str(e.value)
     keys = getattr(script, "KEYS", {})
     for key in [k for k, v in keys.items() if isinstance(v, (int, float))][:1]:
-        with pytest.raises(SystemExit, match=f"^error: --{key}=big: expected a "):
+        with pytest.raises(SystemExit, match=f"^error: --{key}=big: expected "):
             script.main([*SCRIPTS[name], f"--{key}=big"])
     assert os.listdir(tmp_path) == []
 
@@ -136,7 +136,7 @@ def test_compare_parse_keys_arm_defaults_and_errors():
     assert compare.parse(["--compare=conv_in"]).init == "default" and compare.parse(["--compare=zero"]).conv_kernel == 3
     with pytest.raises(SystemExit, match="error: pass --compare=one of zero, tfixup, .* \\(got none\\)"):
         compare.parse(["--epochs=1"])
-    with pytest.raises(SystemExit, match="error: --ls_init=big: expected a float"):
+    with pytest.raises(SystemExit, match="error: --ls_init=big: expected float"):
         compare.parse(["--compare=layerscale", "--ls_init=big"])
     with pytest.raises(SystemExit, match="error: unknown config key 'colour'"):
         compare.parse(["--compare=zero", "--colour=red"])

@@ -650,7 +650,7 @@ def test_train_batches_draw_per_image_and_repeat_with_the_seed():
 def test_train_batches_are_the_same_with_any_number_of_workers(tmp_path):
     write_cifar(tmp_path)
     runs = [mv.main(TINY + ["--epochs=2", f"--workers={w}", f"--data_dir={tmp_path}", f"--out_dir={tmp_path / str(w)}"])
-            for w in (0, 3)]
+            for w in (0, 2)]
     assert runs[0]["history"] == [{**h, "elapsed_s": runs[0]["history"][i]["elapsed_s"]}
                                   for i, h in enumerate(runs[1]["history"])]
 

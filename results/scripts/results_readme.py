@@ -706,6 +706,7 @@ INDEX = [  # (glob patterns of folder names, what made them where no results.jso
     (["cpu-attention-entropy-d12"], "`python results/scripts/attention_entropy.py <run folder> ...` (depth 12)"),
     (["cpu-attention-entropy-d12-authors"],
      "`python results/scripts/attention_entropy.py <run folder> ...` (depth 12, the authors' recipe)"),
+    (["cpu-bit-identity-issue34"], "`results/scripts/snapshot.py`, `results/scripts/tinyrun.py` (its log's commands)"),
     (["cpu-step-time-recipe"], "`python results/scripts/recipe_step_time.py /tmp/old_mimetic_vit.py` (its docstring)"),
     (["cpu-augmentation-rate"], "`python extras/bench_vit.py --width=24 --depth=1 --heads=2 --patch_size=8 "
      "--batch_size=512 --device=cpu` (its log)"),

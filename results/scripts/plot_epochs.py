@@ -52,23 +52,23 @@ def main(name="e16"):
     for e in range(1, epochs + 1):
         draw.text((x(e) - 4, H - BOTTOM + 8), str(e), fill="black")
     draw.text((W // 2 - 20, H - 16), "epoch", fill="black")
-    for arm, colour in ARMS.items():
-        runs = [c for c in data[arm] if len(c) == epochs]
-        if not runs:
-            continue
-        low = [min(c[i] for c in runs) for i in range(epochs)]
-        high = [max(c[i] for c in runs) for i in range(epochs)]
+    shown = {arm: [c for c in data[arm] if len(c) == epochs] for arm in ARMS}
+    shown = {arm: runs for arm, runs in shown.items() if runs}
+    for arm, runs in shown.items():  # every band first, translucent, so that bands show through each other
+        high = [(x(i + 1), y(max(c[i] for c in runs))) for i in range(epochs)]
+        low = [(x(i + 1), y(min(c[i] for c in runs))) for i in range(epochs)]
+        band = Image.new("RGBA", img.size, (0, 0, 0, 0))
+        ImageDraw.Draw(band).polygon(high + low[::-1], fill=ARMS[arm] + (56,))
+        img = Image.alpha_composite(img.convert("RGBA"), band)
+    img = img.convert("RGB")
+    draw = ImageDraw.Draw(img)
+    for k, (arm, runs) in enumerate(shown.items()):
         mean = [sum(c[i] for c in runs) / len(runs) for i in range(epochs)]
-        upper = [(x(i + 1), y(v)) for i, v in enumerate(high)]
-        lower = [(x(i + 1), y(v)) for i, v in enumerate(low)]
-        band = upper + lower[::-1]
-        light = tuple(c + (255 - c) * 3 // 4 for c in colour)
-        draw.polygon(band, fill=light)
-        draw.line([(x(i + 1), y(v)) for i, v in enumerate(mean)], fill=colour, width=3)
-        row = TOP + 8 + 18 * list(ARMS).index(arm)  # the legend, top left
-        draw.line([(LEFT + 12, row + 6), (LEFT + 36, row + 6)], fill=colour, width=3)
-        draw.text((LEFT + 44, row), f"{arm}, mean and range over {len(runs)} seed{'s' * (len(runs) > 1)}",
-                  fill=colour)
+        draw.line([(x(i + 1), y(v)) for i, v in enumerate(mean)], fill=ARMS[arm], width=3)
+        row = H - BOTTOM - 12 - 18 * (len(shown) - k)  # the legend, bottom right, below the rising curves
+        draw.line([(W - RIGHT - 340, row + 6), (W - RIGHT - 316, row + 6)], fill=ARMS[arm], width=3)
+        draw.text((W - RIGHT - 308, row), f"{arm}, mean and range over {len(runs)} seed{'s' * (len(runs) > 1)}",
+                  fill=ARMS[arm])
     img.save(out)
     print(f"wrote {out}")
 

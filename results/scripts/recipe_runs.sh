@@ -9,13 +9,12 @@ export OMP_NUM_THREADS=1 PYTHONUNBUFFERED=1
 D12="--width=96 --depth=12 --heads=3 --patch_size=4 --epochs=4 --batch_size=128"
 LAPTOP="--width=96 --depth=4 --heads=3 --patch_size=4 --epochs=2 --batch_size=128"
 V1AUG="--recipe=v1 --schedule=onecycle --warmup_frac=0.4 --grad_clip=0"  # the new schedule, the old augmentation
-jobs() {  # name and flags of each run, in order: the stall's seed, three laptop seeds, then the rest
+jobs() {  # name and flags of each run, in order: the stall's seed, the laptop seeds, then the rest
     echo "w96d12h3p4-50k-e4-authors-ARM-seed0|$D12 --seed=0"
-    for s in 0 1 2; do echo "w96d4h3p4-50k-e2-authors-ARM-seed$s|$LAPTOP --seed=$s"; done
+    for s in 0 1 2 3 4; do echo "w96d4h3p4-50k-e2-authors-ARM-seed$s|$LAPTOP --seed=$s"; done
     echo "w96d12h3p4-50k-e4-authors-v1aug-ARM-seed0|$D12 --seed=0 $V1AUG"
     echo "w96d12h3p4-50k-e4-authors-ARM-seed1|$D12 --seed=1"
     echo "w96d12h3p4-50k-e4-authors-ARM-seed2|$D12 --seed=2"
-    for s in 3 4; do echo "w96d4h3p4-50k-e2-authors-ARM-seed$s|$LAPTOP --seed=$s"; done
 }
 lane() {
     jobs | while IFS="|" read -r name flags; do

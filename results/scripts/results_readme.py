@@ -7,7 +7,7 @@ of every folder under results/ (what made it, the commit that added it, the sect
 The laptop-scale tables are laptop_tables.py's (its functions, imported; what each prints); the others are read here
 from results.json files and logs. Numbers in the prose are quoted from those files and logs. A folder under results/
 that no INDEX entry matches stops the script: say what made it there before committing it. Rows of runs not committed
-yet read "running". extras/test_extras.py checks that results/README.md is this script's output and that its index
+yet read "not yet run". extras/test_extras.py checks that results/README.md is this script's output and that its index
 links every folder.
 """
 import contextlib
@@ -40,8 +40,8 @@ def done(path):
 
 
 def cell(path, digits=2):
-    """A run's metric linked to its results file, or "running" while it has none."""
-    return lt.cell(path, digits) if done(path) else "running"
+    """A run's metric linked to its results file, or "not yet run" while it has none."""
+    return lt.cell(path, digits) if done(path) else "not yet run"
 
 
 def arm(paths, digits=2):
@@ -51,7 +51,7 @@ def arm(paths, digits=2):
     if len(ran) >= 2:
         m, sd = lt.mean_std(lt.metrics(ran))
         return f"**{m:.{digits}f} ± {sd:.{digits}f}** ({len(ran)} seeds): {cells}"
-    return cells if ran else "running"
+    return cells if ran else "not yet run"
 
 
 def what_ran(paths):
@@ -70,7 +70,7 @@ def log_lines(path):
 
 
 # ==================================================================================================
-# Recipe comparison (the runs land later; until then their rows read "running")
+# Recipe comparison (the runs land later; until then their rows read "not yet run")
 
 D12 = "results/cpu-cifar10jpeg-w96d12h3p4-50k-e4"  # depth 12, 4 epochs, lr 3e-3: <D12>[-authors[-v1aug]]-<arm>-seed<k>
 D4 = "results/cpu-cifar10jpeg-w96d4h3p4-50k-e2"  # the laptop recipe: <D4>-authors-<arm>-seed<k>; Table 1: <D4>-tvra-
@@ -129,13 +129,20 @@ def recipe():
         laptop.append(f"| {label} | {arm(d)} | {arm(m)} | {lt.paired(d, m)} |")
     new_runs = [f"{p}-{a}-seed{s}" for p in (new, f"{D4}-authors") for a in ("default", "mimetic") for s in range(5)]
     return f"""\
-Runs of the authors' recipe (the programs' new defaults, from the recipe issue) against the recipe every other
-table here used; placeholders until the runs are committed: a row reads "running" until its results file exists.
-Three comparisons: the depth-12 runs of [Depth and learning rate](#depth-and-learning-rate) (4 epochs, peak lr
-3e-3, seeds 0-2) under each recipe; on seed 0, the authors' schedule with our old augmentation
-(`-authors-v1aug`), to tell the two changes apart; and the laptop recipe (depth 4, 2 epochs) under the authors'
-recipe, 5 seeds, beside Table 1's. The largest attention logit of a run (`results/scripts/attention_entropy.py`,
-[Attention logits and entropy](#attention-logits-and-entropy)) is shown where a log holds it, else "-".
+The recipe issue made the authors' CIFAR-10 script (locuslab/convmixer-cifar10 `train.py`) the programs' default
+where the paper is silent: a one-cycle schedule that rises to the peak rate over 40% of the run (recipe v1: 5%, then
+cosine), RandomResizedCrop, flip, RandAugment (1 op, magnitude 8), ColorJitter and RandomErasing drawn per image
+(v1: RandAugment 2 ops at magnitude 9 drawn once per 8 images, Cutout 16), no gradient clipping (v1: 1). Every row
+below pairs a run of it with the same seed under recipe v1 (`--recipe=v1`, every other ViT table in this file).
+Made by `bash results/scripts/recipe_runs.sh` (two lanes of one thread, `--workers=0`: each run augments in its own
+process); a row reads "not yet run" until its results file is committed. The largest attention logit at the end of
+a run (`results/scripts/attention_entropy.py` on its final checkpoint, logs in
+[cpu-attention-entropy-d12](cpu-attention-entropy-d12/log.txt) and
+[cpu-attention-entropy-d12-authors](cpu-attention-entropy-d12-authors/log.txt)) is "-" where no log holds it. Test
+accuracy by epoch at depth 12, both recipes: `figures/vit-d12-recipes-test-acc.png`
+(`python results/scripts/plot_epochs.py recipes`). The step's cost on a CPU, before and after:
+[cpu-step-time-recipe](cpu-step-time-recipe/log.txt); the augmentation's rate per core:
+[cpu-augmentation-rate](cpu-augmentation-rate/log.txt).
 {what_ran(new_runs)}
 
 Depth 12, 4 epochs, seeds 0-2 (`{os.path.basename(old)}-<arm>-seed<k>` against `{os.path.basename(new)}-<arm>-seed<k>`):

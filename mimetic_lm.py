@@ -844,7 +844,8 @@ class Progress:
                 if (seconds := time.perf_counter() - t) >= 1.0:  # long enough to time well
                     break
         model.zero_grad(set_to_none=True)  # training starts without the timing's gradients
-        step_s, self.start = seconds * batch / n, (self.start[0], time.perf_counter())  # speed counts from here
+        step_s = seconds * batch / n
+        self.start = (self.start[0], time.perf_counter())  # the speed counts from here
         left = step_s * (self.total - self.start[0])
         print(f"estimate (forward and backward timed on {n} of the first batch's {batch}): {self.per_step / step_s:.0f}"
               f" {self.unit}/s, {duration(step_s * steps)} per epoch, {duration(left)} for the run (training only)")

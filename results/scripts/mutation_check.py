@@ -1,6 +1,7 @@
 """Each bug below, put into a scratch copy of the repository, must fail the test that guards it: issue 25's device
 mix (the first GPU step's crash) and a broken checkpoint's two-line error, issue 27's missing attention init (item 6)
-and the training-loop bugs of its item 7. Run from the repository root:
+and the training-loop bugs of its item 7, and the recipe issue's (33) schedule and per-image augmentation bugs.
+Run from the repository root:
 
     python results/scripts/mutation_check.py > results/cpu-mutation-check/log.txt
 """
@@ -16,23 +17,42 @@ STEP = "            opt.step()\n            opt.zero_grad(set_to_none=True)"
 INIT = ("    init_attention_(model, cfg.init, cfg.alpha1, cfg.beta1, cfg.alpha2, cfg.beta2, cfg.vo_sign,\n"
         "                    generator=torch.Generator().manual_seed(cfg.seed))\n    return model")
 PLATEAU = '        state["lr_scale"] *= plateau_factor(history, val_loss, cfg, level)'
+LR = ("            lr = get_lr(step, cfg.epochs * steps, cfg)\n            for group in opt.param_groups:\n"
+      "                group[\"lr\"] = lr\n")
+LR_LATE = ("            lr = get_lr(step, cfg.epochs * steps, cfg)\n            if step == first_step:\n"
+           "                for group in opt.param_groups:\n                    group[\"lr\"] = lr\n")
+SEEDED = ("        with torch.random.fork_rng(devices=[]):\n            torch.manual_seed(seed)\n"
+          "            return augment(")
+SEEDED_LEAK = "        if True:\n            torch.manual_seed(seed)\n            return augment("
 MUTS = [  # (name, file, old, new, the tests that must fail: pytest -k)
     ("ViT device mix put back (85533dc's crash)", "mimetic_vit.py", "n = torch.full((), len(yb), device=dev)",
      "n = torch.tensor(len(yb))", "vit_trains_on_a_stand_in"),
-    ("checkpoint error quotes pickle's message raw", "mimetic_lm.py", "readable checkpoint ({e!r})",
-     "readable checkpoint ({type(e).__name__}: {e})", "corrupt_checkpoint"),
+    ("checkpoint error quotes torch's message raw", "mimetic_lm.py", "readable checkpoint: its bytes",
+     "readable checkpoint: {e}; its bytes", "corrupt_checkpoint or runs_code"),
     ("ViT build_model skips the attention init", "mimetic_vit.py", INIT, "    return model",
      "main_trains_the_model_with"),
     ("LM build_model skips the attention init", "mimetic_lm.py", INIT, "    return model",
      "main_trains_the_model_with"),
-    ("ViT labels not shuffled with images", "mimetic_vit.py", "            yb = train_y[idx]",
-     "            yb = train_y[i * cfg.batch_size:(i + 1) * cfg.batch_size].to(dev)", "own_label"),
+    ("ViT labels not shuffled with images", "mimetic_vit.py", "*self.mean_std), self.y[idx]",
+     "*self.mean_std), self.y[:len(idx)]", "own_label"),
     ("ViT clipping skipped", "mimetic_vit.py", CLIP, CLIP.replace("cfg.grad_clip > 0", "False"), "clipped"),
     ("LM clipping skipped", "mimetic_lm.py", CLIP, CLIP.replace("cfg.grad_clip > 0", "False"), "clipped"),
     ("ViT zero_grad dropped", "mimetic_vit.py", STEP, "            opt.step()", "zeroed"),
     ("LM zero_grad dropped", "mimetic_lm.py", STEP, "            opt.step()", "zeroed"),
     ("LM plateau factor computed, not applied", "mimetic_lm.py", PLATEAU,
      "        factor = plateau_factor(history, val_loss, cfg, level)", "plateau_factor_reaches"),
+    ("ViT lr set at the first step only", "mimetic_vit.py", LR, LR_LATE, "the_rate_is_set"),
+    ("ViT lr set in the first param group only", "mimetic_vit.py", LR,
+     '            lr = get_lr(step, cfg.epochs * steps, cfg)\n            opt.param_groups[0]["lr"] = lr\n',
+     "the_rate_is_set"),
+    ("ViT onecycle falls at 75%, not 80%", "mimetic_vit.py", "(0.8, cfg.lr / 20)", "(0.75, cfg.lr / 20)",
+     "onecycle"),
+    ("ViT augmentation drawn once per batch", "mimetic_vit.py", "for chunk in x.split(cfg.ra_chunk)])",
+     "for chunk in x.split(len(x))])", "drawn_per_image or train_batches_draw"),
+    ("ViT batch seed leaks into the caller's RNG", "mimetic_vit.py", SEEDED, SEEDED_LEAK, "train_batches_draw"),
+    ("ViT batch depends on the worker", "mimetic_vit.py", "            torch.manual_seed(seed)",
+     "            torch.manual_seed(seed + getattr(torch.utils.data.get_worker_info(), 'id', 0))",
+     "any_number_of_workers"),
 ]
 for name, f, old, new, k in MUTS:
     d = os.path.join(tempfile.mkdtemp(), "repo")

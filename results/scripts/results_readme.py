@@ -118,7 +118,7 @@ def recipe():
     rows.append(f"| gap, paired (± SE) | | | {gaps[0]} | | | | {gaps[1]} | |")
     v1 = []
     for label, p in (("ours (the old recipe)", old), ("the authors' recipe", new),
-                     ("the authors' schedule, our old augmentation", f"{D12}-authors-v1aug")):
+                     ("the authors' schedule, no clipping, our old augmentation", f"{D12}-authors-v1aug")):
         d, m = f"{p}-default-seed0", f"{p}-mimetic-seed0"
         v1.append(f"| {label} | {cell(d)} | {cell(m)} | {difference(d, m)} | {max_logit(d, logs)} / "
                   f"{max_logit(m, logs)} |")

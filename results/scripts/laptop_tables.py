@@ -325,7 +325,7 @@ def epoch_line(log, n):
 
 def gpu_diagnosis():
     """The paper's ViT-Tiny on one H200, the first epochs of the 100-epoch schedule: which setting stalls."""
-    print("| arm | flags beyond `python mimetic_vit.py` | seed | train loss, epoch 7 | test acc, epoch 7 | test acc, epoch 14 |")
+    print("| arm | flags beyond `python mimetic_vit.py --recipe=v1` | seed | train loss, epoch 7 | test acc, epoch 7 | test acc, epoch 14 |")
     print("|---|---|---|---|---|---|")
     for arm, flags, seed, log, later in [
         ("mimetic (first session)", "(none: lr 3e-3, bf16)", 0, f"{GPU1}/log-mimetic.txt", f"{GPU1}/log-mimetic.txt"),

@@ -435,14 +435,24 @@ class TrainBatches(torch.utils.data.Dataset):
 
 
 def train_loader(train_x, train_y, cfg, mean_std, dev):
-    """A DataLoader over TrainBatches whose order is the list it returns, refilled with (indices, seed) pairs
-    before each epoch; cfg.workers processes make the batches ahead of training, into pinned memory on CUDA."""
+    """A DataLoader over TrainBatches whose order is the list it returns, refilled by start_epoch; cfg.workers
+    processes make the batches ahead of training, into pinned memory on CUDA."""
     workers = cfg.workers if cfg.workers >= 0 else min(16, os.cpu_count() - 1) if dev.type == "cuda" else 1
     order = []
     loader = torch.utils.data.DataLoader(TrainBatches(train_x, train_y, cfg, mean_std), batch_size=None,
                                          sampler=order, num_workers=workers, pin_memory=dev.type == "cuda",
-                                         persistent_workers=workers > 0, prefetch_factor=4 if workers else None)
+                                         persistent_workers=workers > 0, prefetch_factor=4 if workers else None,
+                                         generator=torch.Generator())  # its unused worker seeds: not torch's RNG
     return loader, order
+
+
+def start_epoch(loader, order, gen, batch_size, steps):
+    """The next epoch's batches: a permutation of the training set and a seed per batch drawn from gen, into the
+    loader's order. Returns its iterator, for which the workers start making batches at once."""
+    perm = torch.randperm(len(loader.dataset.x), generator=gen)
+    seeds = torch.randint(2 ** 62, (steps,), generator=gen).tolist()
+    order[:] = [(perm[i * batch_size:(i + 1) * batch_size], seeds[i]) for i in range(steps)]
+    return iter(loader)
 
 
 def resize(x, size):
@@ -539,13 +549,12 @@ def train(model, data, mean_std, cfg, dev, amp, ckpt=None):
     test_stats = norm_stats(mean_std, dev)
     step = first_step = len(history) * steps
     progress = Progress(cfg.epochs * steps, cfg.batch_size, "img", step)
+    data_rng = gen.get_state()  # what a checkpoint holds: the data stream before the next epoch's draws
+    batches = start_epoch(loader, order, gen, cfg.batch_size, steps)
     for epoch in range(len(history) + 1, cfg.epochs + 1):
         t0 = time.perf_counter()
-        perm = torch.randperm(len(train_x), generator=gen)
-        seeds = torch.randint(2 ** 62, (steps,), generator=gen).tolist()
-        order[:] = [(perm[i * cfg.batch_size:(i + 1) * cfg.batch_size], seeds[i]) for i in range(steps)]
         sums = torch.zeros(2, 3, device=dev)  # (this epoch, this log interval) x (loss * n, correct, n)
-        for i, (xb, yb) in enumerate(loader):
+        for i, (xb, yb) in enumerate(batches):
             xb = resize(xb.to(dev, non_blocking=True), model.config.image_size)
             yb = yb.to(dev, non_blocking=True)
             if step == first_step:  # forward and backward timed on slices of this batch: the run's cost, at once
@@ -568,6 +577,9 @@ def train(model, data, mean_std, cfg, dev, amp, ckpt=None):
                                f"acc {100 * hits / n:.1f} | lr {lr:.1e}", step)
                 sums[1] = 0
         loss_sum, hits, n = sums[0].tolist()
+        data_rng = gen.get_state()
+        if epoch not in (cfg.epochs, cfg.stop_epoch):  # the workers make its first batches during the evaluation
+            batches = start_epoch(loader, order, gen, cfg.batch_size, steps)
         test_loss, test_acc = evaluate(model, test_x, test_y, *test_stats, cfg.eval_batch_size, amp)
         if not math.isfinite(test_loss):  # never checkpoint weights that evaluate to NaN
             raise SystemExit(f"error: the test loss is not finite after epoch {epoch}; the last good checkpoint, if "
@@ -577,7 +589,7 @@ def train(model, data, mean_std, cfg, dev, amp, ckpt=None):
                         "test_acc": test_acc, "elapsed_s": elapsed})
         progress.print(f"epoch {epoch}/{cfg.epochs} | train loss {loss_sum / n:.4f} | test loss {test_loss:.4f} | "
                        f"test acc {test_acc:.2f} | {elapsed / 60:.1f} min")
-        save_checkpoint(cfg, model, opt, gen, state, dev)
+        save_checkpoint(cfg, model, opt, data_rng, state, dev)
         if epoch == cfg.stop_epoch and epoch < cfg.epochs:
             print(f"stopping after epoch {epoch} (--stop_epoch); continue with --resume=True")
             return None
@@ -703,11 +715,12 @@ def load_checkpoint(path):
                          f"afresh with another --out_dir") from e
 
 
-def save_checkpoint(cfg, model, opt, gen, state, dev):
-    """<out_dir>/ckpt.pt: the uncompiled model, the optimizer, the random streams, the state and the config."""
+def save_checkpoint(cfg, model, opt, data_rng, state, dev):
+    """<out_dir>/ckpt.pt: the uncompiled model, the optimizer, the random streams (data_rng: the data order's,
+    before the next epoch's draws), the state and the config."""
     rng = [(torch.get_rng_state(), torch.cuda.get_rng_state(dev) if dev.type == "cuda" else None)]  # one process
     save_atomic({"model": model.state_dict(), "epoch": len(state["history"]), "optimizer": opt.state_dict(),
-                 "data_rng": gen.get_state(), "rng": rng, **state, "config": vars(cfg)},
+                 "data_rng": data_rng, "rng": rng, **state, "config": vars(cfg)},
                 os.path.join(cfg.out_dir, "ckpt.pt"))
 
 

@@ -655,6 +655,51 @@ def test_train_batches_are_the_same_with_any_number_of_workers(tmp_path):
                                   for i, h in enumerate(runs[1]["history"])]
 
 
+@pytest.mark.parametrize("stop", [0, 2])
+def test_the_workers_start_the_next_epoch_before_the_evaluation(stop, tmp_path, monkeypatch):
+    """On a GPU the wait for an epoch's first batch was a large part of the time between epochs (epoch_overhead.py):
+    the next epoch's batches are drawn and handed to the workers before the evaluation, none after the last
+    epoch or a --stop_epoch."""
+    write_cifar(tmp_path)
+    events = []
+
+    def spy(name, real):
+        def call(*args):
+            events.append(name)
+            return real(*args)
+        monkeypatch.setattr(mv, name, call)
+
+    spy("start_epoch", mv.start_epoch)
+    spy("evaluate", mv.evaluate)
+    mv.main(TINY + ["--epochs=3", f"--stop_epoch={stop}", f"--data_dir={tmp_path}", f"--out_dir={tmp_path / 'r'}"])
+    want = ["start_epoch", "start_epoch", "evaluate", "start_epoch", "evaluate", "evaluate"]
+    assert events == (want if stop == 0 else want[:3] + ["evaluate"])
+
+
+def test_a_run_killed_between_epochs_resumes_exactly(tmp_path, monkeypatch):
+    """Killed in epoch 2's evaluation, after the next epoch's draws: the checkpoint of epoch 1 holds the data
+    stream from before them, so the resumed run is the uninterrupted one."""
+    write_cifar(tmp_path)
+    args = TINY + ["--epochs=3", f"--data_dir={tmp_path}"]
+    whole = mv.main(args + [f"--out_dir={tmp_path / 'whole'}"])
+    evaluate, calls = mv.evaluate, []
+
+    def killed_in_the_second(*a):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return evaluate(*a)
+
+    monkeypatch.setattr(mv, "evaluate", killed_in_the_second)
+    with pytest.raises(KeyboardInterrupt):
+        mv.main(args + [f"--out_dir={tmp_path / 'cut'}"])
+    monkeypatch.setattr(mv, "evaluate", evaluate)
+    resumed = mv.main(args + [f"--out_dir={tmp_path / 'cut'}", "--resume=True"])
+    assert len(calls) == 2 and len(resumed["history"]) == 3
+    for got, want in zip(resumed["history"], whole["history"]):
+        assert {**got, "elapsed_s": 0} == {**want, "elapsed_s": 0}
+
+
 # ==================================================================================================
 # mimetic_vit.py: schedule and optimizer
 

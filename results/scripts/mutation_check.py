@@ -1,6 +1,6 @@
 """Each bug below, put into a scratch copy of the repository, must fail the test that guards it: issue 25's device
 mix (the first GPU step's crash) and a broken checkpoint's two-line error, issue 27's missing attention init (item 6)
-and the training-loop bugs of its item 7, and the recipe issue's (33) schedule and per-image augmentation bugs.
+and the training-loop bugs of its item 7, and the recipe issue's (33) schedule, per-image augmentation and epoch-start bugs.
 Run from the repository root:
 
     python results/scripts/mutation_check.py > results/cpu-mutation-check/log.txt
@@ -23,6 +23,11 @@ LR_LATE = ("            lr = get_lr(step, cfg.epochs * steps, cfg)\n            
            "                for group in opt.param_groups:\n                    group[\"lr\"] = lr\n")
 SEEDED = ("        with torch.random.fork_rng(devices=[]):\n            torch.manual_seed(seed)\n"
           "            return augment(")
+NEXT = ("            batches = start_epoch(loader, order, gen, cfg.batch_size, steps)\n"
+        "        test_loss, test_acc = evaluate(model, test_x, test_y, *test_stats, cfg.eval_batch_size, amp)\n")
+NEXT_LATE = ("            pass\n        test_loss, test_acc = evaluate(model, test_x, test_y, *test_stats, cfg.eval_batch_size, "
+             "amp)\n        if epoch not in (cfg.epochs, cfg.stop_epoch):\n"
+             "            batches = start_epoch(loader, order, gen, cfg.batch_size, steps)\n")
 SEEDED_LEAK = "        if True:\n            torch.manual_seed(seed)\n            return augment("
 MUTS = [  # (name, file, old, new, the tests that must fail: pytest -k)
     ("ViT device mix put back (85533dc's crash)", "mimetic_vit.py", "n = torch.full((), len(yb), device=dev)",
@@ -53,6 +58,11 @@ MUTS = [  # (name, file, old, new, the tests that must fail: pytest -k)
     ("ViT batch depends on the worker", "mimetic_vit.py", "            torch.manual_seed(seed)",
      "            torch.manual_seed(seed + getattr(torch.utils.data.get_worker_info(), 'id', 0))",
      "any_number_of_workers"),
+    ("ViT next epoch started after the evaluation", "mimetic_vit.py", NEXT, NEXT_LATE, "next_epoch_before"),
+    ("ViT checkpoint holds the data stream after the draws", "mimetic_vit.py", "        save_checkpoint(cfg, model, opt, data_rng,",
+     "        save_checkpoint(cfg, model, opt, gen.get_state(),", "killed_between_epochs"),
+    ("ViT next epoch started after a --stop_epoch", "mimetic_vit.py", "if epoch not in (cfg.epochs, cfg.stop_epoch):",
+     "if epoch != cfg.epochs:", "next_epoch_before"),
 ]
 for name, f, old, new, k in MUTS:
     d = os.path.join(tempfile.mkdtemp(), "repo")

@@ -498,6 +498,14 @@ paper's final numbers, with 12 epochs at a small rate still to run; one seed eac
 numbers ([bench-vit-b512.txt]({GPU3[8:]}/bench-vit-b512.txt)) are a shared GPU's: model step 4,991 img/s,
 augmentation 1,345 img/s on one core and 16,668 img/s from 15 loader workers, whole step 4,233 img/s (85%).
 
+**Between epochs** each run spent 1.6 s of 8.5 ([epoch_overhead.txt]({GPU3[8:]}/epoch_overhead.txt), by
+`python results/scripts/epoch_overhead.py <logs>` from the step lines): 19% of the epoch, against 0.3-0.4 s of 12.1
+(3%) under recipe v1. Two parts. A full pass over the 10,000 test images is about 7% of an epoch's arithmetic
+(10,000 forward passes against 50,000 forward and backward), so under 3% cannot hold with an evaluation every epoch
+at this speed. And the next epoch's first batch: one worker augments all 512 images of it (about 0.4 s at 1,345 img/s
+a core), and the workers got the epoch's order only after the evaluation and the checkpoint. Since `edd9a29` they get
+it before the evaluation (training bit-identical); that is not yet timed on a GPU.
+
 **The first session** (one NVIDIA H200, code at `7feaecc`, [script](scripts/gpu_session.sh),
 [log](gpu-h200-table1-partial/gpu_log.txt)): the three GPU tests passed (131 s) and ran both benchmarks at the paper's
 shapes ([Speed and precision](#speed-and-precision): the augmentation alone is as fast as the model's step). Table 1's

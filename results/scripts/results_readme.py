@@ -730,7 +730,7 @@ and the CIFAR-10 JPEG copy was timed by `python results/scripts/decode_timing.py
 - [cpu-skeleton-bit-identity/](cpu-skeleton-bit-identity/log.txt): the skeleton rewrite against `85533dc`: the same
   26 models' weights (`snapshot.py`) and a tiny seeded run of each program (`results/scripts/tinyrun.py`) bit-identical;
   the DDP test 20 runs in a row.
-- [cpu-mutation-check/](cpu-mutation-check/log.txt): `python results/scripts/mutation_check.py`, ten known bugs put
+- [cpu-mutation-check/](cpu-mutation-check/log.txt): `python results/scripts/mutation_check.py`, nineteen known bugs put
   into a scratch copy one at a time; each fails its test.
 - [cpu-broken-files/](cpu-broken-files/log.txt): `bash results/scripts/broken_files.sh`, six broken data files and
   checkpoints; each run stops in 2-4 s with one line naming the file, and leaves the files as they were.

@@ -141,8 +141,12 @@ a run (`results/scripts/attention_entropy.py` on its final checkpoint, logs in
 [cpu-attention-entropy-d12-authors](cpu-attention-entropy-d12-authors/log.txt)) is "-" where no log holds it. Test
 accuracy by epoch at depth 12, both recipes: `figures/vit-d12-recipes-test-acc.png`
 (`python results/scripts/plot_epochs.py recipes`). The step's cost on a CPU, before and after:
-[cpu-step-time-recipe](cpu-step-time-recipe/log.txt); the augmentation's rate per core:
-[cpu-augmentation-rate](cpu-augmentation-rate/log.txt).
+[cpu-step-time-recipe](cpu-step-time-recipe/log.txt) (beside two runs, augmenting in the training process: +14.0%);
+the augmentation's rate per core: [cpu-augmentation-rate](cpu-augmentation-rate/log.txt). On idle cores
+([cpu-laptop-whole-step](cpu-laptop-whole-step/log.txt), `extras/bench_vit.py` at the laptop shapes, one thread, two
+rounds) the laptop's whole step ran at 310 and 312 img/s on the authors' recipe with the CPU default of one worker
+process, 303 and 296 under recipe v1 (augmenting in the training process, as before), and 278 and 269 on the
+authors' recipe in the training process (`--workers=0`).
 {what_ran(new_runs)}
 
 Depth 12, 4 epochs, seeds 0-2 (`{os.path.basename(old)}-<arm>-seed<k>` against `{os.path.basename(new)}-<arm>-seed<k>`):
@@ -763,6 +767,8 @@ INDEX = [  # (glob patterns of folder names, what made them where no results.jso
      "`python results/scripts/attention_entropy.py <run folder> ...` (depth 12, the authors' recipe)"),
     (["cpu-bit-identity-issue34"], "`results/scripts/snapshot.py`, `results/scripts/tinyrun.py` (its log's commands)"),
     (["cpu-step-time-recipe"], "`python results/scripts/recipe_step_time.py /tmp/old_mimetic_vit.py` (its docstring)"),
+    (["cpu-laptop-whole-step"], "`python extras/bench_vit.py --width=96 --depth=4 --heads=3 --patch_size=4 "
+     "--batch_size=128`, with `--recipe=v1 --workers=0` and `--workers=0` (its log)"),
     (["cpu-augmentation-rate"], "`python extras/bench_vit.py --width=24 --depth=1 --heads=2 --patch_size=8 "
      "--batch_size=512 --device=cpu` (its log)"),
     ([f"{V4}-e2-{arm}-seed*" for arm in ("qk", "vo", "voplus", "mimetic-learnedpos")], None),

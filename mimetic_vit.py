@@ -549,7 +549,6 @@ def train(model, data, mean_std, cfg, dev, amp, ckpt=None):
     test_stats = norm_stats(mean_std, dev)
     step = first_step = len(history) * steps
     progress = Progress(cfg.epochs * steps, cfg.batch_size, "img", step)
-    data_rng = gen.get_state()  # what a checkpoint holds: the data stream before the next epoch's draws
     batches = start_epoch(loader, order, gen, cfg.batch_size, steps)
     for epoch in range(len(history) + 1, cfg.epochs + 1):
         t0 = time.perf_counter()
@@ -577,7 +576,7 @@ def train(model, data, mean_std, cfg, dev, amp, ckpt=None):
                                f"acc {100 * hits / n:.1f} | lr {lr:.1e}", step)
                 sums[1] = 0
         loss_sum, hits, n = sums[0].tolist()
-        data_rng = gen.get_state()
+        data_rng = gen.get_state()  # what the checkpoint holds: the data stream before the next epoch's draws
         if epoch not in (cfg.epochs, cfg.stop_epoch):  # the workers make its first batches during the evaluation
             batches = start_epoch(loader, order, gen, cfg.batch_size, steps)
         test_loss, test_acc = evaluate(model, test_x, test_y, *test_stats, cfg.eval_batch_size, amp)

@@ -440,20 +440,25 @@ It does not help here: gaps of about the seed spread, nothing tuned for it."""
 # GPU runs
 
 
+def last_epoch_and_pace(log):
+    """(the last epoch a training log reached, its seconds per epoch after the first) from its epoch lines."""
+    epochs = [line for line in log_lines(log) if line.startswith("epoch ")]
+    last = int(epochs[-1].split("/")[0].split()[-1])
+    minutes = [float(line.split(" | ")[-1].split()[0]) for line in (epochs[0], epochs[-1])]
+    return last, 60 * (minutes[1] - minutes[0]) / (last - 1)
+
+
 def gpu_pair():
     """The first session's Table 1 pair, from its logs: the loss at step 97 and the last epoch it reached."""
     rows = []
     for init, flags in (("mimetic", ""), ("default", " --init=default")):
         flags = " --recipe=v1" + flags
         log = f"{lt.GPU1}/log-{init}.txt"
-        lines = log_lines(log)
-        step97 = next(line for line in lines if line.startswith("step 97/")).split(" | ")[2].split()[-1]
-        epochs = [line for line in lines if line.startswith("epoch ")]
-        last = int(epochs[-1].split("/")[0].split()[-1])
+        step97 = next(line for line in log_lines(log) if line.startswith("step 97/")).split(" | ")[2].split()[-1]
+        last, pace = last_epoch_and_pace(log)
         loss, acc = lt.epoch_line(log, last)
-        minutes = [float(line.split(" | ")[-1].split()[0]) for line in (epochs[0], epochs[-1])]
         rows.append(f"| {init} | `python mimetic_vit.py{flags}` | {step97} | {last} | {loss:.3f} | [{acc:.2f}]({log}) "
-                    f"| {60 * (minutes[1] - minutes[0]) / (last - 1):.1f} |")
+                    f"| {pace:.1f} |")
     return ("| arm | command | loss, step 97 | last epoch | train loss there | test acc there | "
             "s per epoch after the first |\n|---|---|---|---|---|---|---|\n" + "\n".join(rows))
 
@@ -468,13 +473,11 @@ def gpu_recipes():
     for recipe, gpu, folder in (("authors'", "H100", GPU3), ("v1", "H200", lt.GPU1)):
         for init in ("mimetic", "default"):
             log = f"{folder}/log-{init}.txt"
-            epochs = [line for line in log_lines(log) if line.startswith("epoch ")]
-            last = int(epochs[-1].split("/")[0].split()[-1])
-            minutes = [float(line.split(" | ")[-1].split()[0]) for line in (epochs[0], epochs[-1])]
+            last, pace = last_epoch_and_pace(log)
             accs = " | ".join(f"{lt.epoch_line(log, e)[1]:.2f}" for e in GPU_EPOCHS)
             paper = {"mimetic": "90.78", "default": "86.07"}[init]
             rows.append(f"| {recipe} | {init} | {gpu} | {accs} | {last} | [{lt.epoch_line(log, last)[1]:.2f}]({log}) "
-                        f"| {60 * (minutes[1] - minutes[0]) / (last - 1):.1f} | {paper} |")
+                        f"| {pace:.1f} | {paper} |")
     head = " | ".join(f"epoch {e}" for e in GPU_EPOCHS)
     return (f"| recipe | init | GPU | {head} | last epoch | test acc there | s per epoch after the first | "
             "paper, epoch 100 |\n|---|---|---|" + "---|" * len(GPU_EPOCHS) + "---|---|---|---|\n" + "\n".join(rows))

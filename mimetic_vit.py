@@ -414,8 +414,9 @@ def augment(x, cfg, mean, std):
     x = torch.cat([after((before(chunk).float() / 255.0 - mean) / std) for chunk in x.split(cfg.ra_chunk)])
     if cfg.cutout > 0:  # DeVries & Taylor 2017: zero (the mean) a square clipped at the border, centred anywhere
         cy, cx = torch.randint(H, (B, 1)), torch.randint(W, (B, 1))
-        inside_y = (torch.arange(H) >= cy - cfg.cutout // 2) & (torch.arange(H) < cy - cfg.cutout // 2 + cfg.cutout)
-        inside_x = (torch.arange(W) >= cx - cfg.cutout // 2) & (torch.arange(W) < cx - cfg.cutout // 2 + cfg.cutout)
+        ys, xs = torch.arange(H), torch.arange(W)
+        inside_y = (ys >= cy - cfg.cutout // 2) & (ys < cy - cfg.cutout // 2 + cfg.cutout)  # (B, H)
+        inside_x = (xs >= cx - cfg.cutout // 2) & (xs < cx - cfg.cutout // 2 + cfg.cutout)  # (B, W)
         x = x.masked_fill((inside_y[:, :, None] & inside_x[:, None, :])[:, None], 0.0)  # (B, 1, H, W)
     return x
 

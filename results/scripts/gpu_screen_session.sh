@@ -1,0 +1,51 @@
+#!/bin/bash
+# A screen of augmentation recipes on one lent GPU: ViT-Tiny, default init, three recipes at once, 40 epochs each,
+# then each trained model tested on the 1,017 real CIFAR-10 test images and on their JPEG twins. Needs, in the
+# repository root, .carry/cifar10-jpeg/ and .carry/cifar10-lossless-5k/ (copies of ../shared/data/'s folders), and
+# $OUT, a folder whose files come back. Three calls:
+#   bash results/scripts/gpu_screen_session.sh start            # data, the three runs in the background, first lines
+#   SLEEP=300 bash results/scripts/gpu_screen_session.sh look   # a sleep, then the last lines of the logs
+#   SLEEP=200 bash results/scripts/gpu_screen_session.sh collect  # logs while they run, then the tests, to $OUT
+# Each run writes out/gpu-screen-<recipe>/ and logs to out/gpu-screen-<recipe>.log; they outlive the call (setsid).
+set -u
+export PYTHONUNBUFFERED=1
+EPOCHS=${EPOCHS:-40}
+EXTRA=${EXTRA:-}  # more flags for every run (a CPU dry run: a tiny model on a subset)
+recipes() {  # name|flags: today's default; the authors' 100-epoch augmentation; the paper's words at magnitude 14
+    echo "today|"
+    echo "authors100|--ra_n=2 --ra_m=12 --crop_scale=1.0 --jitter=0.2 --reprob=0.2"
+    echo "paper-ra2m14-cutout16|--ra_n=2 --ra_m=14 --cutout=16 --crop_scale=1.0 --jitter=0 --reprob=0"
+}
+case "$1" in
+start)
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
+    nproc
+    python3 .carry/cifar10-jpeg/make_batches.py data | tail -1
+    python3 .carry/cifar10-lossless-5k/make_pair.py data/pair5k | tail -1
+    mkdir -p out
+    recipes | while IFS="|" read -r name flags; do
+        setsid nohup python3 mimetic_vit.py --init=default --epochs=$EPOCHS $flags $EXTRA --out_dir=out/gpu-screen-$name \
+            > out/gpu-screen-$name.log 2>&1 < /dev/null &
+    done
+    sleep "${SLEEP:-90}"
+    for f in out/gpu-screen-*.log; do echo "== $f"; tail -n 3 "$f"; done
+    ;;
+look)
+    sleep "${SLEEP:-240}"
+    for f in out/gpu-screen-*.log; do echo "== $f"; grep "^epoch" "$f" | tail -n 2; done
+    nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv
+    ;;
+collect)  # copies the logs every 15 s until the runs end or SLEEP seconds pass, then tests what each run holds
+    end=$(( $(date +%s) + ${SLEEP:-0} ))
+    while [ "$(date +%s)" -lt "$end" ] && pgrep -f "mimetic_vit.py --init" > /dev/null; do
+        cp out/gpu-screen-*.log $OUT/; sleep 15
+    done
+    recipes | while IFS="|" read -r name flags; do
+        python3 extras/evaluate_vit.py --out_dir=out/gpu-screen-$name \
+            --data_dirs=data/pair5k/lossless,data/pair5k/jpeg,data >> out/gpu-screen-$name.log 2>&1
+    done
+    cp out/gpu-screen-*.log $OUT/
+    tar czf $OUT/gpu-screen-results.tar.gz out/gpu-screen-*/results.json out/gpu-screen-*/evaluate.json 2>/dev/null
+    for f in out/gpu-screen-*.log; do echo "== $f"; grep -E "^epoch|^evaluate" "$f" | tail -n 5; done
+    ;;
+esac

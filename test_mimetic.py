@@ -50,6 +50,7 @@ import urllib.request
 import zipfile
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 import torch
 import torch.nn as nn
@@ -655,6 +656,43 @@ def test_train_batches_are_the_same_with_any_number_of_workers(tmp_path):
                                   for i, h in enumerate(runs[1]["history"])]
 
 
+def test_every_epoch_is_a_new_permutation_of_the_training_set(tmp_path, monkeypatch):
+    """The data order: each epoch visits every training image at most once, in a new order (a run that never
+    reshuffled, or reshuffled the same way, once left every other test green); the last partial batch is dropped."""
+    write_cifar(tmp_path)  # 320 training images, batches of 32: 10 a epoch, none dropped
+    orders, start_epoch = [], mv.start_epoch
+
+    def spy(loader, order, *a):
+        batches = start_epoch(loader, order, *a)
+        orders.append(torch.cat([idx for idx, _ in order]))
+        return batches
+
+    monkeypatch.setattr(mv, "start_epoch", spy)
+    mv.main(TINY + ["--epochs=3", f"--data_dir={tmp_path}", f"--out_dir={tmp_path / 'r'}"])
+    assert len(orders) == 3 and all(torch.equal(o.sort().values, torch.arange(320)) for o in orders)
+    assert not torch.equal(orders[0], orders[1]) and not torch.equal(orders[1], orders[2])
+    assert not torch.equal(orders[0], torch.arange(320))
+
+
+def test_label_smoothing_is_in_the_training_loss_only(tmp_path, monkeypatch):
+    """--label_smoothing reaches every training step's cross-entropy; the test loss stays unsmoothed."""
+    write_cifar(tmp_path)
+    seen, cross_entropy = [], F.cross_entropy
+
+    def spy(*a, **k):
+        seen.append((k.get("reduction", "mean"), k.get("label_smoothing", 0.0)))
+        return cross_entropy(*a, **k)
+
+    monkeypatch.setattr(F, "cross_entropy", spy)
+    mv.main(TINY + ["--epochs=1", "--label_smoothing=0.1", f"--data_dir={tmp_path}", f"--out_dir={tmp_path / 'r'}"])
+    train = [ls for red, ls in seen if red == "mean"]
+    assert train[-10:] == [0.1] * 10 and 0.1 not in train[:-10]  # the 10 steps, after the estimate's timing
+    assert {ls for red, ls in seen if red == "sum"} == {0.0}  # evaluate()
+    logits, y = torch.randn(8, 10), torch.arange(8)
+    with torch.no_grad():
+        assert cross_entropy(logits, y, label_smoothing=0.1) != cross_entropy(logits, y)
+
+
 @pytest.mark.parametrize("stop", [0, 2])
 def test_the_workers_start_the_next_epoch_before_the_evaluation(stop, tmp_path, monkeypatch):
     """On a GPU the wait for an epoch's first batch was a large part of the time between epochs (epoch_overhead.py):
@@ -715,6 +753,24 @@ def test_onecycle_schedule_is_the_authors():
     cfg = mv.parse_config([])
     for epoch, i, want in ((39, 97, 3e-3), (79, 97, 1.5e-4), (99, 97, 0.0), (0, 48, 3e-3 * (49 / 98) / 40)):
         assert math.isclose(mv.get_lr(epoch * 98 + i, 9800, cfg), want, abs_tol=1e-15)
+
+
+def test_onecycle_knots_are_fractions_of_the_run_not_floored_epochs():
+    """Our reading of train.py's knots: 2E/5 and 4E/5 as fractions of the run. train.py floors them (E*2//5,
+    E*4//5), so the two agree only when E is a multiple of 5: at E = 10 they match at every step; at E = 7 ours
+    peaks at 2.8 epochs where train.py's peaks at 2 (and at E = 2 train.py has no warmup at all)."""
+    cfg, steps = mv.parse_config([]), 10
+
+    def script(t, epochs):  # train.py lines 99-100, its floored knots
+        knots = [0, epochs * 2 // 5, epochs * 4 // 5, epochs]
+        return float(np.interp(t, knots, [0, cfg.lr, cfg.lr / 20, 0]))
+
+    ours = [mv.get_lr(s, 10 * steps, cfg) for s in range(10 * steps)]
+    assert all(math.isclose(a, script((s + 1) / steps, 10), abs_tol=1e-15) for s, a in enumerate(ours))
+    ours = [mv.get_lr(s, 7 * steps, cfg) for s in range(7 * steps)]
+    assert max(range(len(ours)), key=ours.__getitem__) == 27  # t = 2.8 epochs: 0.4 of the run
+    assert math.isclose(ours[19], cfg.lr * 2 / 2.8) and script(2.0, 7) == cfg.lr  # at t = 2: ours still rising
+    assert math.isclose(ours[55], cfg.lr / 20)  # t = 5.6 epochs: 0.8 of the run (train.py: 5)
 
 
 def test_cosine_schedule_of_recipe_v1():
@@ -1575,15 +1631,16 @@ RETIRED_OFF = {"plot": False, "benchmark": False, "prompt": "", "temperature": 1
 
 # what a run recorded before a key existed ran, as today's flag: recipe v1 (before the recipe issue); RandAugment
 # per image (before 7b773af it was batched by hand from torchvision's ops, per image: the law of --ra_chunk=1);
-# no resize; no SmallInitEmb; the precision the record names (auto once chose bf16 on CPUs with native bf16), or
-# fp32 where it names none (the first runs, before the precision key, ran fp32 only)
+# no resize; no SmallInitEmb; no label smoothing; the precision the record names (auto once chose bf16 on CPUs
+# with native bf16), or fp32 where it names none (the first runs, before the precision key, ran fp32 only)
 # keys renamed since a record was made, as today's flag with the same meaning: the LM's warmup_steps (-1 = 5% of the
 # run) became warmup_frac, a fraction of the run's steps, as the ViT's
 RENAMED = {"warmup_steps": lambda v, total: ("warmup_frac", 0.05 if v == -1 else v / total)}
 
 
 BEFORE_THE_KEY = {"recipe": lambda res: "v1", "ra_chunk": lambda res: 1, "image_size": lambda res: 0,
-                  "small_emb": lambda res: False, "precision": lambda res: res.get("precision", "fp32").split()[0]}
+                  "small_emb": lambda res: False, "label_smoothing": lambda res: 0.0,
+                  "precision": lambda res: res.get("precision", "fp32").split()[0]}
 
 
 def test_every_recorded_config_parses_back_to_itself():

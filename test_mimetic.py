@@ -593,7 +593,7 @@ def test_augment_is_torchvisions_transforms_drawn_per_image():
     mean, std = mv.norm_stats(mv.MEAN_STD["cifar10"], "cpu")
     x = same_image()
     for chunk in (1, 4):
-        cfg = mv.parse_config(["--hflip=False", f"--ra_chunk={chunk}", "--reprob=0.5"])
+        cfg = mv.parse_config(["--recipe=authors", "--hflip=False", f"--ra_chunk={chunk}", "--reprob=0.5"])
         torch.manual_seed(3)
         got = mv.augment(x, cfg, mean, std)
         torch.manual_seed(3)
@@ -813,11 +813,26 @@ def test_weight_decay_on_matrices_only():
 # mimetic_vit.py: main() and the tail (config, command line, checkpoints, errors, device)
 
 
+def test_the_default_recipe_is_the_authors_100_epoch_setting():
+    """The defaults: the paper's optimisation (Sec. 5.1) and the augmentation of convmixer-cifar10's README line 50
+    (--ra-n=2 --ra-m=12 --scale=1.0 --jitter=0.2 --reprob=0.2) in train.py's transforms and schedule; the earlier
+    defaults, train.py's argparse values (lines 16-20), stay one key away as --recipe=authors."""
+    cfg = vars(mv.parse_config([]))
+    want = dict(crop_scale=1.0, ra_n=2, ra_m=12, jitter=0.2, reprob=0.2, cutout=0, hflip=True, ra_chunk=1,
+                schedule="onecycle", warmup_frac=0.4, grad_clip=0.0, label_smoothing=0.0, lr=3e-3, weight_decay=0.01,
+                batch_size=512, epochs=100, recipe="authors100")
+    assert {k: cfg[k] for k in want} == want
+    old = vars(mv.parse_config(["--recipe=authors"]))
+    assert {k: old[k] for k in ("crop_scale", "ra_n", "ra_m", "jitter", "reprob")} == dict(
+        crop_scale=0.75, ra_n=1, ra_m=8, jitter=0.1, reprob=0.25)
+    assert {k for k in cfg if cfg[k] != old[k]} == {"crop_scale", "ra_n", "ra_m", "jitter", "reprob", "recipe"}
+
+
 def test_recipe_v1_fills_only_keys_not_given():
     v1 = vars(mv.parse_config(["--recipe=v1", "--ra_n=3"]))
     assert {k: v1[k] for k in mv.RECIPES["v1"] if k != "ra_n"} == {k: v for k, v in mv.RECIPES["v1"].items() if k != "ra_n"}
     assert v1["ra_n"] == 3 and v1["recipe"] == "v1"
-    assert vars(mv.parse_config(["--recipe=authors"])) == vars(mv.parse_config([]))
+    assert vars(mv.parse_config(["--recipe=authors100"])) == vars(mv.parse_config([]))
     with pytest.raises(SystemExit, match=r"^error: --warmup_frac=0.9: the onecycle schedule"):
         mv.parse_config(["--warmup_frac=0.9"])
     assert mv.parse_config(["--recipe=v1", "--warmup_frac=0.9"]).warmup_frac == 0.9  # cosine takes any fraction
@@ -1731,10 +1746,10 @@ def test_vit_train_feeds_each_image_with_its_own_label(tmp_path, monkeypatch):
     mean, std = (torch.tensor(v).view(1, 3, 1, 1) for v in mv.MEAN_STD["cifar10"])
     real, batches = mv.forward_backward, []
 
-    def spy(net, x, y, amp):
+    def spy(net, x, y, *a):
         grey = ((x * std + mean) * 255).mean(dim=(1, 2, 3))
         batches.append(torch.equal(torch.round(grey / 20).long(), y))
-        return real(net, x, y, amp)
+        return real(net, x, y, *a)
 
     monkeypatch.setattr(mv, "forward_backward", spy)
     mv.main(TINY + ["--epochs=2", "--crop_scale=1", "--ra_n=0", "--jitter=0", "--reprob=0", "--hflip=False", f"--data_dir={tmp_path}",
@@ -1767,9 +1782,9 @@ def test_gradients_are_zeroed_after_every_step(prog, tmp_path, monkeypatch):
     args += ["--epochs=1"]
     real, clean = module.forward_backward, []
 
-    def spy(net, x, y, amp):
+    def spy(net, x, y, *a):
         clean.append(all(p.grad is None or not p.grad.any() for p in net.parameters()))
-        return real(net, x, y, amp)
+        return real(net, x, y, *a)
 
     monkeypatch.setattr(module.Progress, "estimate", lambda *a: None)
     monkeypatch.setattr(module, "forward_backward", spy)

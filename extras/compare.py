@@ -13,6 +13,8 @@ trained by mimetic_vit.train. The paper's numbers are CIFAR-10, ViT-Tiny, 100 ep
   conv_softmax     eq 15 with C' = Softmax(gamma C), all positive (whole rows)     75
   conv_softmax_local  the same, the softmax over the kernel's k^2 taps only        75
   subset           Fig. 6: a class-balanced random subset, the steps held fixed   Fig. 6 (a plot)
+  impulse          impulse (structured) init, Zheng et al. 2025: W_Q W_K^T from    (after the paper)
+                   3 x 3 shifts on the patch grid; mimetic's W_V W_proj (below)
 
 Run from the repository root; the laptop recipe's shape, as README.md's tables (add --seed=1, 2, ...):
     R="--width=96 --depth=4 --heads=3 --patch_size=4 --epochs=2 --batch_size=128"
@@ -21,13 +23,15 @@ Run from the repository root; the laptop recipe's shape, as README.md's tables (
     python extras/compare.py --compare=conv_out $R
     python extras/compare.py --compare=subset --subset_size=5000 $R     # 20 epochs of 5,000 = 780 steps
     python extras/compare.py --compare=subset --subset_size=5000 --init=default $R
+    python extras/compare.py --compare=impulse $R                       # beside mimetic_vit.py --init=mimetic $R
 
 This script's keys: --compare (above); --ls_init, the diagonal's initial value (the paper searched ten values
 in [0, 1]; Touvron et al. use 0.1 at this depth); --conv_kernel, the side of C's kernel (the paper gives none;
 3, our choice); --subset_size, training images for --compare=subset (a multiple of the classes). Every other
 --key=value is mimetic_vit.py's (python mimetic_vit.py --help); --init defaults to the arm's paper setting
-(qk for the LayerScales, default for ZerO, T-Fixup and C, mimetic for subset). Writes results.json as the
-program does; out_dir defaults to out/compare-<compare>[-<value>]-<init>-seed<seed>.
+(qk for the LayerScales, default for ZerO, T-Fixup and C, mimetic for subset and impulse), and impulse also
+defaults to --pos_emb=learned (below). Writes results.json as the program does; out_dir defaults to
+out/compare-<compare>[-<value>]-<init>-seed<seed>.
 
 Choices the paper leaves open, ours marked:
   - ZerO: Zhao et al.'s Algorithm 1 on each attention layer: W_Q = 0, W_K = W_V = I (the partial identity for a
@@ -53,6 +57,50 @@ Choices the paper leaves open, ours marked:
   - Fig. 6: n / 10 images of each class, drawn with --seed (both arms of a seed see the same images); epochs
     scaled so that the optimizer takes the steps of --epochs over the whole training set (the paper does not say
     whether it held epochs or steps fixed; steps, our choice).
+  - impulse (Zheng, Li, Saratchandran, Lucey, "Structured Initialization for Vision Transformers", NeurIPS 2025,
+    arXiv 2505.19985), from the meaning of their code: osiriszjq/structured_initialization, file
+    pytorch-image-models-1.0.22/timm/models/vision_transformer.py ("their file" below), functions impulse_init and
+    VisionTransformer.post_init_weights under mode 'impulse'. Every constant is theirs:
+      shift order   head h gets tap (4, 1, 5, 3, 7, 0, 2, 6, 8)[h % 9] of a 3 x 3 kernel (impulse_init's k,
+                    kernel_size=3): offsets (dy, dx) = centre, up, right, left, down, then the diagonals; the query
+                    patch (r, c) has its impulse at key (r + dy, c + dx), none where that falls off the grid
+      target        per layer and head, a P x P map (P patches): 1000 at the impulse (impulse_init's scale=1000.0),
+                    elsewhere 3 x N(0, 0.6^2) truncated to [-2, 2] (its 3.0 * trunc_normal_(std=0.6), timm's
+                    bounds, which are absolute), drawn afresh for every layer (post_init_weights calls it per layer)
+      normalisation 1  the patches' position embeddings (the class token's row left out: pe[1:]) through LayerNorm
+                    without affine (impulse_init: F.layer_norm), L = LN(P), (P, d)
+      pseudo-inverse   L's pseudo-inverse kept to rank k = head dimension (impulse_init: (L^T L)^+ L^T with the
+                    top att_rank = head_dim singular values, the same as L's own top-k pseudo-inverse L_k^+), and
+                    A_h = L_k^+ T_h L_k^+^T (d x d), so that L A_h L^T is T_h projected on L's top-k subspace
+      factors       A_h = U S V^T; W_Q = U_k S_k^(1/2), W_K = V_k S_k^(1/2) (impulse_init: u_lr, vt_lr)
+      normalisation 2  each factor divided by its Frobenius norm and times 7 (impulse_init's .norm('fro');
+                    post_init_weights: norm_q = 7.0), so W_Q^h W_K^h^T = 49 A_h / (sum of A_h's singular values)
+      position emb. times 18 (post_init_weights: norm_p = 18.0, the class token's row included)
+      W_V W_proj    mimetic's: 0.4 Z2 - 0.4 I (post_init_weights calls get_ortho_like(d, heads, 0.4, 0.4, -1) and
+                    stores V, Proj transposed, so the layer applies exactly that product, as ours does)
+    Where our model differs from theirs, and what the arm does:
+      - Position embeddings. Theirs are learned and start N(0, 0.02^2) (VisionTransformer.__init__: torch.randn *
+        .02; their README's runs pass weight_init=skip, so timm's init never redraws them): full rank, which the
+        rank-k pseudo-inverse needs, and after x18 of RMS 0.36, beside patch embeddings of RMS about 0.58. Ours
+        default to 1-D sinusoids over the token index, whose LayerNormed patch rows have numerical rank 23 at the
+        laptop shape (64 patches, k = 32) and 55 for ViT-Tiny at patch 2 (256 patches, k = 64), below k: a rank-k
+        pseudo-inverse there inverts float32 rounding. So the arm defaults to --pos_emb=learned, the program's
+        trunc_normal(std 0.02) (truncated at +-2, 100 sigma: their draw), times 18: their embeddings. The other
+        arms keep the sinusoids (mimetic_vit.py --init=mimetic --pos_emb=learned is the mimetic arm on the same
+        embeddings, as their comparison ran it). Given --pos_emb=sinusoidal, the pseudo-inverse keeps at most the
+        embeddings' numerical rank (float32 precision; our choice, which never binds for theirs), and the x18
+        multiplies sinusoids of RMS 0.71 (12.7 after it). The position-only scores then peak at the impulse for 85%
+        of the laptop shape's queries, but their softmax is nearly uniform (0.015 at the target, 1/65 = 0.015);
+        with --pos_emb=learned, 100% and 0.997 (ViT-Tiny at patch 2: 97% and 0.69).
+      - Class token: theirs too (pe[1:] leaves its row out of L; its queries and keys are whatever A gives it).
+      - Fused qkv Linear with rows (q, k, v) x heads x head_dim: theirs is timm's, the same layout.
+      - The grid: ours is image_size / patch_size a side (8 x 8 at the laptop shape); their CIFAR runs upsample to
+        224 at patch 16 (14 x 14). The rest of their model keeps PyTorch's default init (weight_init=skip: e.g.
+        q, k, v biases uniform, not 0); ours is the program's default init, shared by every arm.
+      - W_V W_proj: their noise is uniform with variance 1/d (get_ortho_like's dist='uniform'); the arm keeps the
+        program's mimetic_init_ (normal, the paper's), run by build_model before the arm replaces the q and k rows,
+        so W_V W_proj and every weight but q, k and the position embeddings are the mimetic arm's, bit for bit.
+    Draws from the arm's own generator, in float64 on one thread (as the program's SVDs), cast to float32.
 """
 
 import math
@@ -71,7 +119,8 @@ import mimetic_vit as mv  # noqa: E402
 KEYS = {"compare": "", "ls_init": 0.1, "conv_kernel": 3, "subset_size": 5000}  # this script's keys, defaults
 INIT = {"zero": "default", "tfixup": "default", "layerscale": "qk", "layerscale_ours": "qk", "conv_in": "default",
         "conv_out": "default", "conv_softmax": "default", "conv_softmax_local": "default",
-        "subset": "mimetic"}  # each arm's paper setting
+        "subset": "mimetic", "impulse": "mimetic"}  # each arm's paper setting
+ARM_KEYS = {"impulse": ["--pos_emb=learned"]}  # other program keys an arm sets unless given (module docstring)
 
 
 # -----------------------------------------------------------------------------------------------
@@ -190,6 +239,66 @@ def balanced_subset(labels, n, generator):
     return torch.cat(picks).sort().values
 
 
+# -----------------------------------------------------------------------------------------------
+# impulse (structured) initialization, Zheng et al. 2025 (after the paper; the module docstring cites each constant)
+
+IMPULSE_TAPS = (4, 1, 5, 3, 7, 0, 2, 6, 8)  # head h's tap of a 3 x 3 kernel, raster order (impulse_init's k)
+
+
+def impulse_offsets(heads):
+    """(dy, dx) on the patch grid for each head: tap IMPULSE_TAPS[h % 9] of the 3 x 3 kernel, so the centre, up,
+    right, left, down, then the four diagonals, and again from the centre for a tenth head."""
+    return [(IMPULSE_TAPS[h % 9] // 3 - 1, IMPULSE_TAPS[h % 9] % 3 - 1) for h in range(heads)]
+
+
+def impulse_targets(grid, heads, generator, peak=1000.0, noise=3.0, noise_std=0.6):
+    """(heads, P, P) float64, P = grid^2 patches in raster order: row i is query patch i's wished-for scores,
+    `peak` at its neighbour (dy, dx) away (none where that falls off the grid: no wrap), and elsewhere `noise` times
+    N(0, noise_std^2) truncated to [-2, 2] (impulse_init: scale=1000.0, 3.0 * trunc_normal_(std=0.6))."""
+    y, x = torch.arange(grid).repeat_interleave(grid), torch.arange(grid).repeat(grid)
+    impulse = torch.stack([(y[None, :] == y[:, None] + dy) & (x[None, :] == x[:, None] + dx)
+                           for dy, dx in impulse_offsets(heads)])  # (heads, P, P): [h, query, key]
+    tn = nn.init.trunc_normal_(torch.empty(impulse.shape, dtype=torch.float64), std=noise_std, a=-2.0, b=2.0,
+                               generator=generator)
+    return torch.where(impulse, peak, noise * tn)
+
+
+@torch.no_grad()
+def impulse_init_(model, generator, pos_factor=18.0, qk_factor=7.0):
+    """Impulse init of every attention layer's W_Q, W_K (Zheng et al. 2025; module docstring): the position
+    embeddings times pos_factor; L = LayerNorm of the patches' rows (P, d); per layer and head, a fresh target T_h
+    (impulse_targets) and A_h = L_k^+ T_h L_k^+^T with L's pseudo-inverse at rank k = head dimension (at most L's
+    numerical rank); A_h = U S V^T, W_Q = U_k S_k^(1/2), W_K = V_k S_k^(1/2), each scaled to Frobenius norm
+    qk_factor. So W_Q^h W_K^h^T = qk_factor^2 A_h / sum(S), and the position-only scores L W_Q W_K^T L^T are T_h
+    projected on L's top-k subspace, rescaled. W_V, W_proj, the biases and everything else stay as they are."""
+    c = model.config
+    d, heads = c.width, c.heads
+    k, grid = d // heads, c.image_size // c.patch_size
+    model.pos_embed.mul_(pos_factor)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as mimetic_vit.init_attention_: the same bits whatever the thread count
+    try:
+        L = F.layer_norm(model.pos_embed[0, 1:].double(), (d,))  # (P, d): patches only, the class token's row out
+        U, S, Vh = torch.linalg.svd(L, full_matrices=False)
+        tol = S[0] * torch.finfo(model.pos_embed.dtype).eps * max(L.shape)  # the embeddings' numerical rank
+        rank = min(k, int((S > tol).sum()))
+        L_pinv = Vh[:rank].T / S[:rank] @ U[:, :rank].T  # (d, P): L's pseudo-inverse at that rank
+        for block in model.blocks:
+            A = L_pinv @ impulse_targets(grid, heads, generator) @ L_pinv.T  # (heads, d, d)
+            U, S, Vh = torch.linalg.svd(A)
+            W_Q = U[..., :k] * S[:, None, :k].sqrt()         # (heads, d, k)
+            W_K = Vh[:, :k].mT * S[:, None, :k].sqrt()       # (heads, d, k); V = Vh^T
+            W_Q = qk_factor * W_Q / torch.linalg.matrix_norm(W_Q, keepdim=True)  # Frobenius, per head
+            W_K = qk_factor * W_K / torch.linalg.matrix_norm(W_K, keepdim=True)
+            block.attn.qkv.weight[:d] = rearrange(W_Q, "h d k -> (h k) d")       # q rows of head h hold W_Q^T
+            block.attn.qkv.weight[d:2 * d] = rearrange(W_K, "h d k -> (h k) d")  # k rows of head h hold W_K^T
+    finally:
+        torch.set_num_threads(threads)
+
+
+# -----------------------------------------------------------------------------------------------
+# every arm
+
 def apply_comparison(model, cfg):
     """Changes the freshly built model (after the default and attention inits) as --compare says. Extra
     draws come from their own generator, so torch's RNG (RandAugment) runs as in the program's own runs."""
@@ -201,6 +310,8 @@ def apply_comparison(model, cfg):
     elif cfg.compare.startswith("layerscale"):
         blocks = [LayerScaleBlock(b, cfg.ls_init, on_skip=cfg.compare == "layerscale_ours") for b in model.blocks]
         model.blocks = nn.ModuleList(blocks)
+    elif cfg.compare == "impulse":
+        impulse_init_(model, gen)
     elif cfg.compare.startswith("conv"):
         grid = model.config.image_size // model.config.patch_size
         for b in model.blocks:
@@ -221,7 +332,8 @@ def parse(argv):
     rest = [a for a in argv if a not in own]
     if ours["compare"] not in INIT:
         raise SystemExit(f"error: pass --compare=one of {', '.join(INIT)} (got {ours['compare'] or 'none'})")
-    cfg = mv.parse_config([f"--init={INIT[ours['compare']]}", *rest])  # a later --init overrides the arm's
+    arm = [f"--init={INIT[ours['compare']]}", *ARM_KEYS.get(ours["compare"], [])]
+    cfg = mv.parse_config([*arm, *rest])  # a later --init (or --pos_emb) overrides the arm's
     vars(cfg).update(ours)
     if not any(a.startswith("--out_dir=") and a != "--out_dir=" for a in rest):
         value = {"layerscale": cfg.ls_init, "layerscale_ours": cfg.ls_init, "subset": cfg.subset_size}

@@ -27,7 +27,7 @@ sys.path.insert(0, ROOT)
 import mimetic_lm as lm  # noqa: E402
 import mimetic_vit as mv  # noqa: E402
 from test_mimetic import (LM_TINY, TINY, TINY_ARGS, RunsCode, StandIn, extra, qk_products,  # noqa: E402
-                          small_vit, write_cifar, write_corpus)
+                          replay_noise, small_vit, vo_product, write_cifar, write_corpus)
 
 torch.set_num_threads(1)  # the models are tiny; on busy cores a second thread only slows them down
 bench_vit, compare, fig3, figures, table4, speed = (extra(n) for n in (
@@ -144,10 +144,10 @@ def test_compare_parse_keys_arm_defaults_and_errors():
 
 def test_compare_each_arms_init_is_the_papers():
     """Table 5: both LayerScales keep the W_Q W_K^T init (qk); ZerO, T-Fixup and C start from the default;
-    Fig. 6 compares mimetic (and --init=default) on subsets."""
+    Fig. 6 compares mimetic (and --init=default) on subsets; impulse keeps mimetic's W_V W_proj."""
     papers = {"zero": "default", "tfixup": "default", "layerscale": "qk", "layerscale_ours": "qk",
               "conv_in": "default", "conv_out": "default", "conv_softmax": "default",
-              "conv_softmax_local": "default", "subset": "mimetic"}
+              "conv_softmax_local": "default", "subset": "mimetic", "impulse": "mimetic"}
     assert {arm: compare.parse([f"--compare={arm}"]).init for arm in compare.INIT} == papers  # every arm
 
 
@@ -381,9 +381,9 @@ def test_conv_softmax_global_puts_about_k2_over_P_of_each_row_in_the_kernel_at_i
 
 
 def test_compare_draws_leave_torchs_rng_alone():
-    """T-Fixup's and C's draws come from their own generator: torch's RNG, which RandAugment draws from, is where
-    the program leaves it, so an arm sees the augmentations of the program's own run of that seed."""
-    for arm in ("tfixup", "conv_out"):
+    """T-Fixup's, C's and impulse's draws come from their own generator: torch's RNG, which RandAugment draws from,
+    is where the program leaves it, so an arm sees the augmentations of the program's own run of that seed."""
+    for arm in ("tfixup", "conv_out", "impulse"):
         cfg = compare.parse([f"--compare={arm}", "--width=32", "--heads=2", "--depth=2", "--patch_size=4"])
         model = small_vit(init="default", width=32, heads=2)
         state = torch.get_rng_state()
@@ -435,7 +435,7 @@ def test_compare_arm_draws_and_subset_follow_the_seed_and_keep_labels(tmp_path, 
     assert not torch.equal(picked[0], picked[1])
 
 
-@pytest.mark.parametrize("arm", ["tfixup", "layerscale", "conv_out"])  # new draws, a wrapper, a new attention
+@pytest.mark.parametrize("arm", ["tfixup", "layerscale", "conv_out", "impulse"])  # draws, wrapper, attention, SVDs
 def test_compare_arms_train_and_resume_exactly(arm, tmp_path, monkeypatch):
     """An arm through compare.main on a tiny CIFAR: an epoch, stop, resume to the end equals the run in one go,
     bit for bit (its new parameters are in the checkpoint)."""
@@ -492,6 +492,134 @@ def test_conv_softmax_local_trains_an_epoch_through_main(tmp_path, monkeypatch):
             q, key, v = rearrange(attn.qkv(x), "b n (three h k) -> three b h n k", three=3, h=attn.heads)
             A = torch.softmax(q @ key.transpose(-2, -1) / math.sqrt(q.shape[-1]), dim=-1) + Cp
             assert torch.allclose(attn(x), attn.proj(rearrange(A @ v, "b h n k -> b n (h k)")), atol=1e-5)
+
+
+# ==================================================================================================
+# extras/compare.py: the impulse (structured) initialization, Zheng et al. 2025: the arm beside mimetic
+
+IMPULSE_LAPTOP = ["--compare=impulse", "--width=96", "--depth=2", "--heads=3", "--patch_size=4"]  # laptop, 2 blocks
+# (dy, dx) of heads 0-8 on the patch grid, read off their impulse_init: taps (4, 1, 5, 3, 7, 0, 2, 6, 8) of a 3 x 3
+# kernel, tap t at (t // 3 - 1, t % 3 - 1): centre, up, right, left, down, then the diagonals
+THEIR_OFFSETS = [(0, 0), (-1, 0), (0, 1), (0, -1), (1, 0), (-1, -1), (-1, 1), (1, -1), (1, 1)]
+
+
+def impulse_vit(*args, seed=0):
+    """The impulse arm's model at init, built as compare.main builds it, and its config."""
+    cfg = compare.parse([*IMPULSE_LAPTOP, f"--seed={seed}", *args])
+    return compare.apply_comparison(mv.build_model(cfg, 10), cfg).eval(), cfg
+
+
+def shifted_neighbours(grid, heads):
+    """(head, query token, key token) for every patch whose head's neighbour is on the grid (tokens: patches from 1,
+    after the class token), from THEIR_OFFSETS."""
+    rows = [(h, 1 + r * grid + c, 1 + (r + dy) * grid + c + dx) for h, (dy, dx) in enumerate(THEIR_OFFSETS[:heads])
+            for r in range(grid) for c in range(grid) if 0 <= r + dy < grid and 0 <= c + dx < grid]
+    return torch.tensor(rows).T
+
+
+def test_impulse_offsets_follow_their_order():
+    assert compare.impulse_offsets(10) == THEIR_OFFSETS + [(0, 0)]  # a tenth head starts again at the centre
+
+
+def test_impulse_attention_peaks_at_each_heads_shifted_neighbour():
+    """At init, laptop shape (8 x 8 patches, 3 heads): in every layer, on the input the init is built for (the
+    position embeddings alone, through the block's LayerNorm), head h's attention from every patch peaks at its
+    neighbour at THEIR_OFFSETS[h] (head 0 the patch itself, 1 the one above, 2 the one to the right), with 0.99
+    of the mass on average. On images the content blurs it: at the first layer the shifted heads still put 0.16
+    of the mass on their neighbour (uniform: 1/65; mimetic: 0.01-0.02, on its diagonal instead)."""
+    model, _ = impulse_vit()
+    h, i, j = shifted_neighbours(8, 3)
+    for block in model.blocks:
+        with torch.no_grad():
+            q, k, _ = rearrange(block.attn.qkv(block.norm1(model.pos_embed)), "b n (three h k) -> three b h n k",
+                                three=3, h=3)
+            att = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(32), dim=-1)[0]  # (heads, N, N)
+        assert torch.equal(att[h, i].argmax(-1), j)
+        assert att[h, i, j].mean() > 0.95, att[h, i, j].mean()
+    first = torch.softmax(next(figures.attention_scores(model, images(16), causal=False)), dim=-1).mean(0)
+    shifted = h > 0
+    assert first[h[shifted], i[shifted], j[shifted]].mean() > 0.1  # over 6 times the uniform 1/65
+
+
+def test_impulse_targets_peak_1000_and_truncated_noise():
+    """impulse_init's target: 1000 at each head's neighbour where it is on the grid (no wrap: 64 patches for the
+    centre, 56 for an edge shift, 49 for a diagonal), elsewhere 3 x N(0, 0.6^2) truncated to [-2, 2] (timm's
+    absolute bounds): std 3 x 0.6 x 0.9948 = 1.79, all within +-6 and some past 5."""
+    T = compare.impulse_targets(8, 9, torch.Generator().manual_seed(0))
+    on = T == 1000
+    assert on.sum((1, 2)).tolist() == [64, 56, 56, 56, 56, 49, 49, 49, 49]
+    h, i, j = shifted_neighbours(8, 9)
+    assert on[h, i - 1, j - 1].all() and on.sum() == len(h)
+    noise = T[~on]
+    assert abs(noise.std() - 1.79) < 0.03 and abs(noise.mean()) < 0.03, (noise.std(), noise.mean())
+    assert 5 < noise.abs().max() <= 6
+
+
+def test_impulse_qk_is_their_rank_k_pseudo_inverse_construction():
+    """Each layer and head: W_Q^h W_K^h^T = 49 A_h / (sum of A_h's singular values), A_h = L_k^+ T_h L_k^+^T, with
+    L the LayerNorm of the patches' position embeddings (class token left out), L_k^+ its pseudo-inverse at rank
+    k = head dimension, and T_h the target drawn afresh for each layer from the arm's generator (seed + 1); each
+    factor has Frobenius norm 7. Seed 1, so that the generator's seed is seed + 1, not a constant."""
+    model, cfg = impulse_vit(seed=1)
+    d, heads, k = 96, 3, 32
+    L = F.layer_norm(model.pos_embed[0, 1:].detach().double(), (d,))
+    U, S, Vh = torch.linalg.svd(L, full_matrices=False)
+    L_pinv = Vh[:k].T @ torch.diag(1 / S[:k]) @ U[:, :k].T  # (d, P)
+    gen = torch.Generator().manual_seed(cfg.seed + 1)
+    for block in model.blocks:
+        T = compare.impulse_targets(8, heads, gen)
+        W = block.attn.qkv.weight.detach().double()
+        for h, product in enumerate(qk_products(W, heads)):
+            A = L_pinv @ T[h] @ L_pinv.T
+            expected = 49 * A / torch.linalg.matrix_norm(A, ord="nuc")
+            assert (product - expected).abs().max() < 1e-5 * expected.abs().max(), h
+            for rows in (W[h * k:(h + 1) * k], W[d + h * k:d + (h + 1) * k]):  # W_Q^T, W_K^T
+                assert abs(rows.norm() - 7) < 1e-5
+
+
+def test_impulse_keeps_mimetics_vo_and_scales_learned_position_embeddings_by_18():
+    """The arm defaults to --init=mimetic and --pos_emb=learned (a later key overrides them); its position
+    embeddings are 18 times the program's learned ones, its W_V W_proj is eq 2's 0.4 Z2 - 0.4 I from the program's
+    draws, and every tensor but the q and k rows and the position embeddings is the mimetic arm's, bit for bit."""
+    model, cfg = impulse_vit()
+    assert (cfg.init, cfg.pos_emb) == ("mimetic", "learned")
+    assert compare.parse([*IMPULSE_LAPTOP, "--pos_emb=sinusoidal"]).pos_emb == "sinusoidal"
+    state = model.state_dict()
+    learned = mv.build_model(cfg, 10).state_dict()  # the same config, without the arm
+    mimetic = mv.build_model(mv.parse_config([a for a in IMPULSE_LAPTOP if "compare" not in a]), 10).state_dict()
+    assert torch.equal(state["pos_embed"], 18 * learned["pos_embed"])
+    d = 96
+    for name, tensor in state.items():
+        if name.endswith("attn.qkv.weight"):
+            assert torch.equal(tensor[2 * d:], mimetic[name][2 * d:]) and not torch.equal(tensor[:d], mimetic[name][:d])
+        elif name != "pos_embed":
+            assert torch.equal(tensor, mimetic[name]), name
+    Z = replay_noise(0, d, 2 * (3 + 1))  # per layer: Z1 of 3 heads, then Z2
+    for layer, block in enumerate(model.blocks):
+        target = (0.4 * Z[4 * layer + 3] - 0.4 * torch.eye(d, dtype=torch.float64)).float()
+        assert (vo_product(block.attn.qkv.weight, block.attn.proj.weight) - target).abs().max() < 1e-5
+
+
+def test_impulse_init_repeats_with_its_seed():
+    """The same seed gives the same init bit for bit; another seed, other noise; each layer its own noise."""
+    a, b, c = (impulse_vit(seed=s)[0].state_dict() for s in (0, 0, 1))
+    assert all(torch.equal(a[name], b[name]) for name in a)
+    assert not torch.equal(a["blocks.0.attn.qkv.weight"][:192], c["blocks.0.attn.qkv.weight"][:192])
+    assert not torch.equal(a["blocks.0.attn.qkv.weight"][:192], a["blocks.1.attn.qkv.weight"][:192])
+
+
+def test_impulse_on_sinusoids_keeps_the_embeddings_numerical_rank():
+    """--pos_emb=sinusoidal: the LayerNormed patch rows of our 1-D sinusoids (times 18) have numerical rank 23 at the
+    laptop shape (torch.linalg.matrix_rank in float32), below k = 32, so the pseudo-inverse keeps 23: every q and k
+    row lies in the span of L's top 23 right singular vectors (a rank-32 one would put nearly all of their norm on
+    directions that invert float32 rounding)."""
+    model, _ = impulse_vit("--pos_emb=sinusoidal")
+    L = F.layer_norm(model.pos_embed[0, 1:].detach(), (96,))
+    assert torch.linalg.matrix_rank(L) == 23
+    V = torch.linalg.svd(L.double(), full_matrices=False)[2][:23].T  # (d, 23)
+    for block in model.blocks:
+        qk = block.attn.qkv.weight.detach()[:2 * 96].double()  # q, then k rows, each head's of Frobenius norm 7
+        assert torch.isfinite(qk).all() and (qk - qk @ V @ V.T).norm() < 1e-4 * qk.norm()
 
 
 # ==================================================================================================

@@ -1,4 +1,4 @@
-# The broken-file cases of issue 25, each on the real data: the last line printed, the seconds to fail, whether a
+# Broken data files and checkpoints, each on the real data: the last line printed, the seconds to fail, whether a
 # step line came first, whether anything on disk changed. Run from the repository root, with the data in data/
 # (CIFAR-10's python layout and ptb/); it works in a scratch folder and leaves the repository as it was.
 #   bash results/scripts/broken_files.sh > results/cpu-broken-files/log.txt

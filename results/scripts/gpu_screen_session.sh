@@ -1,14 +1,15 @@
 #!/bin/bash
-# A screen of augmentation recipes on one lent GPU: ViT-Tiny, default init, three recipes at once, 40 epochs each,
-# then each trained model tested on the 1,017 real CIFAR-10 test images and on their JPEG twins. Needs, in the
-# repository root, .carry/cifar10-jpeg/ and .carry/cifar10-lossless-5k/ (copies of ../shared/data/'s folders), and
-# $OUT, a folder whose files come back. Three calls:
+# A screen of augmentation recipes on one GPU: ViT-Tiny, default init, three recipes at once, 40 epochs each, then
+# each trained model tested on the 1,017 real CIFAR-10 test images and on their JPEG twins. Run from the repository
+# root. Needs a data folder DATA (by default .carry) that holds cifar10-jpeg/ and cifar10-lossless-5k/ (copies of
+# ../shared/data's folders of those names), and an output folder OUT that keeps the logs and results. Three calls:
 #   bash results/scripts/gpu_screen_session.sh start            # data, the three runs in the background, first lines
 #   SLEEP=300 bash results/scripts/gpu_screen_session.sh look   # a sleep, then the last lines of the logs
-#   SLEEP=200 bash results/scripts/gpu_screen_session.sh collect  # logs while they run, then the tests, to $OUT
+#   SLEEP=200 bash results/scripts/gpu_screen_session.sh collect  # logs while they run, then the tests, into OUT
 # Each run writes out/gpu-screen-<recipe>/ and logs to out/gpu-screen-<recipe>.log; they outlive the call (setsid).
 set -u
 export PYTHONUNBUFFERED=1
+DATA=${DATA:-.carry}
 EPOCHS=${EPOCHS:-40}
 EXTRA=${EXTRA:-}  # more flags for every run (a CPU dry run: a tiny model on a subset)
 recipes() {  # name|flags: today's default; the authors' 100-epoch augmentation; the paper's words at magnitude 14
@@ -20,8 +21,8 @@ case "$1" in
 start)
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
     nproc
-    python3 .carry/cifar10-jpeg/make_batches.py data | tail -1
-    python3 .carry/cifar10-lossless-5k/make_pair.py data/pair5k | tail -1
+    python3 $DATA/cifar10-jpeg/make_batches.py data | tail -1
+    python3 $DATA/cifar10-lossless-5k/make_pair.py data/pair5k | tail -1
     mkdir -p out
     recipes | while IFS="|" read -r name flags; do
         setsid nohup python3 mimetic_vit.py --init=default --epochs=$EPOCHS $flags $EXTRA --out_dir=out/gpu-screen-$name \

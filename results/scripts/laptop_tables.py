@@ -171,15 +171,20 @@ def fig4(seeds=range(3), scales=("0.5", "1", "2", "4")):
                   "gap to g = 1, paired", "minutes"], rows)
 
 
+def seed_pairs(d, m, digits, paper=()):
+    """One row per seed (default, mimetic, their difference), then mean ± std (the gap: ± SE) and the paper's row."""
+    rows = [[s, cell(a, digits), cell(b, digits), f"{metric(b) - metric(a):+.{digits}f}"] for s, (a, b) in
+            enumerate(zip(d, m))]
+    (ma, sa), (mb, sb), (g, se) = mean_std(metrics(d)), mean_std(metrics(m)), gap(metrics(d), metrics(m))
+    rows.append([f"mean ± std ({len(d)} seeds; gap: ± SE)", f"**{ma:.{digits}f} ± {sa:.{digits}f}**",
+                 f"**{mb:.{digits}f} ± {sb:.{digits}f}**", f"**{g:+.{digits}f} ± {se:.{digits}f}**"])
+    return table(["seed", "default init", "mimetic init", "gap"], rows + ([list(paper)] if paper else []))
+
+
 def table6(seeds=range(3)):
     d, m = ([f"{LM}-{arm}-seed{s}" for s in seeds] for arm in ("default", "mimetic"))
-    rows = [[s, cell(a, 3), cell(b, 3), f"{metric(b) - metric(a):+.3f}"] for s, a, b in zip(seeds, d, m)]
-    (ma, sa), (mb, sb), (g, se) = mean_std(metrics(d)), mean_std(metrics(m)), gap(metrics(d), metrics(m))
-    rows += [[f"mean ± std ({len(d)} seeds)", f"**{ma:.3f} ± {sa:.3f}**", f"**{mb:.3f} ± {sb:.3f}**",
-              f"**{g:+.3f} ± {se:.3f}** (SE)"],
-             ["paper, Table 6 (width 384, 12 layers, 100 epochs)", "1.233", "1.210", "-0.023"]]
-    return (table(["seed", "default init, test bpc", "mimetic init, test bpc", "gap"], rows)
-            + f"\n\nWall time per run: {minutes(d + m)} min.")
+    paper = ["paper, Table 6 (width 384, 12 layers, 100 epochs)", "1.233", "1.210", "-0.023"]
+    return f"Test bpc:\n\n{seed_pairs(d, m, 3, paper)}\n\nWall time per run: {minutes(d + m)} min."
 
 
 def rows_against(refs, rows, digits=2):
@@ -199,10 +204,10 @@ LS_VALUES = ("0.1", "0.4", "0.6", "1.0")  # the coarse search of the diagonal's 
 
 def table5(seeds=range(3)):
     """Table 5's five columns, plus the default init, each against mimetic init (Table 1's runs)."""
-    search = [[label] + [cell(f"{CMP}-{arm}{v}-seed0") for v in LS_VALUES]
-              for arm, label in (("layerscale", "LayerScale, eq 9"), ("layerscaleours", "LayerScale, our version, eq 13"))]
-    ls, ours = (max((v for v in LS_VALUES if done(f"{CMP}-{arm}{v}-seed0")), key=lambda v: metric(f"{CMP}-{arm}{v}-seed0"))
-                for arm in ("layerscale", "layerscaleours"))  # the best value on seed 0
+    arms = {"layerscale": "LayerScale, eq 9", "layerscaleours": "LayerScale, our version, eq 13"}
+    search = [[label] + [cell(f"{CMP}-{arm}{v}-seed0") for v in LS_VALUES] for arm, label in arms.items()]
+    ls, ours = (max((v for v in LS_VALUES if done(f"{CMP}-{a}{v}-seed0")), key=lambda v: metric(f"{CMP}-{a}{v}-seed0"))
+                for a in arms)  # the best value on seed 0
     mimetic, default = ([f"{TVRA}-{arm}-seed{s}" for s in seeds] for arm in ("mimetic", "default"))
     return ("Search of the diagonal's initial value, seed 0 (`--ls_init`):\n\n"
             + table(["`--ls_init`", *LS_VALUES], search) + "\n\n"
@@ -276,29 +281,27 @@ def epoch_line(log, n):
     return None
 
 
+DIAGNOSIS = [  # (arm, flags beyond --recipe=v1, seed, log under GPU2): epochs 7, then 14 where a -resume log exists
+    ("mimetic", "(none)", 0, "mimetic"), ("mimetic", "`--seed=1`", 1, "mimetic-seed1"),
+    ("mimetic, fp32", "`--precision=fp32`", 0, "mimetic-fp32"), ("W_Q W_K^T only", "`--init=qk`", 0, "qk"),
+    ("W_V W_proj only", "`--init=vo`", 0, "vo"), ("default", "`--init=default`", 0, "default"),
+    ("mimetic, lr 1e-3", "`--lr=0.001`", 0, "mimetic-lr1e-3"),
+    ("mimetic, lr 1e-3", "`--lr=0.001 --seed=1`", 1, "mimetic-lr1e-3-seed1"),
+    ("default, lr 1e-3", "`--init=default --lr=0.001`", 0, "default-lr1e-3"),
+    ("default, lr 1e-3", "`--init=default --lr=0.001 --seed=1`", 1, "default-lr1e-3-seed1")]
+
+
 def gpu_diagnosis():
-    """The paper's ViT-Tiny on one H200, the first epochs of the 100-epoch schedule: which setting stalls."""
+    """The paper's ViT-Tiny on one H200, the first epochs of the 100-epoch schedule: which setting stalls, beside the
+    first pair's runs (GPU1, full logs)."""
+    logs = [(arm, flags, seed, f"{GPU2}/{n}.txt", f"{GPU2}/{n}-resume.txt") for arm, flags, seed, n in DIAGNOSIS]
+    for i, (arm, flags) in ((0, ("mimetic", "(none: lr 3e-3, bf16)")), (6, ("default", "`--init=default`"))):
+        logs.insert(i, (f"{arm} (first pair)", flags, 0, f"{GPU1}/log-{arm}.txt", f"{GPU1}/log-{arm}.txt"))
     rows = []
-    for name, flags, seed, log, later in [
-        ("mimetic (first pair)", "(none: lr 3e-3, bf16)", 0, f"{GPU1}/log-mimetic.txt", f"{GPU1}/log-mimetic.txt"),
-        ("mimetic", "(none)", 0, f"{GPU2}/mimetic.txt", None),
-        ("mimetic", "`--seed=1`", 1, f"{GPU2}/mimetic-seed1.txt", None),
-        ("mimetic, fp32", "`--precision=fp32`", 0, f"{GPU2}/mimetic-fp32.txt", None),
-        ("W_Q W_K^T only", "`--init=qk`", 0, f"{GPU2}/qk.txt", None),
-        ("W_V W_proj only", "`--init=vo`", 0, f"{GPU2}/vo.txt", None),
-        ("default (first pair)", "`--init=default`", 0, f"{GPU1}/log-default.txt", f"{GPU1}/log-default.txt"),
-        ("default", "`--init=default`", 0, f"{GPU2}/default.txt", None),
-        ("mimetic, lr 1e-3", "`--lr=0.001`", 0, f"{GPU2}/mimetic-lr1e-3.txt", f"{GPU2}/mimetic-lr1e-3-resume.txt"),
-        ("mimetic, lr 1e-3", "`--lr=0.001 --seed=1`", 1, f"{GPU2}/mimetic-lr1e-3-seed1.txt",
-         f"{GPU2}/mimetic-lr1e-3-seed1-resume.txt"),
-        ("default, lr 1e-3", "`--init=default --lr=0.001`", 0, f"{GPU2}/default-lr1e-3.txt",
-         f"{GPU2}/default-lr1e-3-resume.txt"),
-        ("default, lr 1e-3", "`--init=default --lr=0.001 --seed=1`", 1, f"{GPU2}/default-lr1e-3-seed1.txt",
-         f"{GPU2}/default-lr1e-3-seed1-resume.txt"),
-    ]:
+    for arm, flags, seed, log, later in logs:
         loss, acc = epoch_line(log, 7)
-        rows.append([name, flags, seed, f"{loss:.3f}", f"[{acc:.2f}]({log})",
-                     f"[{epoch_line(later, 14)[1]:.2f}]({later})" if later else ""])
+        rows.append([arm, flags, seed, f"{loss:.3f}", f"[{acc:.2f}]({log})",
+                     f"[{epoch_line(later, 14)[1]:.2f}]({later})" if os.path.exists(later) else ""])
     return table(["arm", "flags beyond `python mimetic_vit.py --recipe=v1`", "seed", "train loss, epoch 7",
                   "test acc, epoch 7", "test acc, epoch 14"], rows)
 
@@ -307,8 +310,8 @@ def depth(seeds=(0, 1, 2)):
     """The laptop recipe for 4 epochs at depth 4 and at ViT-Tiny's depth 12, on a CPU in fp32, seeds paired: is the
     GPU stall a matter of depth (and rate) rather than of the GPU?"""
     d12, names, rows = E.replace("d4", "d12"), " / ".join(map(str, seeds)), []
-    for label, runs in [("4, 3e-3 (the 4-epoch row above)", f"{E}-e4"), ("12, 3e-3", f"{d12}-e4"),
-                        ("12, 1e-3", f"{d12}-e4-lr1e-3"), ("12, 3e-3, warmup 25% of the steps", f"{d12}-e4-warmup0.25")]:
+    for label, runs in [("4, 3e-3 (the 4-epoch row above)", f"{E}-e4"), ("12, 3e-3", f"{d12}-e4"), ("12, 1e-3",
+                        f"{d12}-e4-lr1e-3"), ("12, 3e-3, warmup 25% of the steps", f"{d12}-e4-warmup0.25")]:
         d, m = ([f"{runs}-{arm}-seed{k}" for k in seeds] for arm in ("default", "mimetic"))
         (d_cells, _, d_ran), (m_cells, _, m_ran) = seed_cell(d), seed_cell(m)
         diffs = " / ".join(f"{metric(b) - metric(a):+.2f}" if done(a) and done(b) else "-" for a, b in zip(d, m))

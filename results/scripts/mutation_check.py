@@ -1,7 +1,7 @@
-"""Each bug below, put into a scratch copy of the repository, must fail the test that guards it: issue 25's device
-mix (the first GPU step's crash) and a broken checkpoint's two-line error, issue 27's missing attention init (item 6)
-and the training-loop bugs of its item 7, and the recipe issue's (33) schedule, per-image augmentation and epoch-start bugs.
-Run from the repository root:
+"""Each bug below, put into a scratch copy of the repository, must fail the test that guards it: a CPU tensor in
+device work (the first GPU step's crash), a checkpoint error that quotes torch's message raw, a missing attention
+init, training-loop bugs (labels, clipping, zero_grad, the plateau factor, the learning rate), and the schedule,
+per-image augmentation and epoch-start bugs. Run from the repository root:
 
     python results/scripts/mutation_check.py > results/cpu-mutation-check/log.txt
 """

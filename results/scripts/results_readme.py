@@ -1,16 +1,14 @@
-"""Refresh the generated blocks of results/README.md. That file is Markdown that a person edits: its headings and prose
-live there. This script rewrites only what stands between `<!-- begin: NAME -->` and `<!-- end: NAME -->`, from the
-results files and logs under results/:
+"""Refresh the generated blocks of results/README.md, Markdown that a person edits: only what stands between
+`<!-- begin: NAME -->` and `<!-- end: NAME -->` is rewritten, from the results files and logs under results/.
 
     python results/scripts/results_readme.py            # refresh every block in place (from any folder)
-    python results/scripts/results_readme.py --check    # exit 1, naming each stale block, if any differs
+    python results/scripts/results_readme.py --check    # exit 1, naming each stale block (extras/test_extras.py)
 
-NAME is a function of BLOCKS below (a table or a sentence's numbers, the contents, the index of every folder under
-results/), `table <name>` (a table of laptop_tables.py), `lines <file> <regex>` (the lines of a file under results/
-that match, quoted) or `count <file> <regex>` (how many lines match). A block whose begin marker ends its line is a
-paragraph of its own; any other stands inside a sentence. The index lists every folder that git tracks under results/,
-new ones included, so a folder added without refreshing this file fails --check (extras/test_extras.py runs it).
+NAME is one of BLOCKS below (a table, a sentence's numbers, the contents, the index of every folder that git tracks
+under results/, new ones included), `table <function of laptop_tables.py>`, `lines <file under results/> <regex>`
+(its matching lines, quoted) or `count <file> <regex>`. A block whose begin marker ends its line is a paragraph.
 """
+import glob
 import json
 import os
 import re
@@ -27,10 +25,6 @@ PAPER_T1 = {"mimetic": 90.78, "default": 86.07}  # the paper's Table 1, ViT-Tiny
 
 
 done, cell, arm, table = lt.done, lt.cell, lt.arm, lt.table
-
-
-def difference(a, b, digits=2):
-    return f"{lt.metric(b) - lt.metric(a):+.{digits}f}" if done(a) and done(b) else "-"
 
 
 def log_lines(path):
@@ -74,20 +68,11 @@ D4 = "results/cpu-cifar10jpeg-w96d4h3p4-50k-e2"  # the laptop recipe: <D4>-autho
 def attention_logs():
     """{run folder name: {"acc", "loss", "mean", "lowest", "largest", "log"}} from every
     results/cpu-attention-entropy-*/log.txt (results/scripts/attention_entropy.py's output)."""
-    runs = {}
-    for folder in sorted(os.listdir("results")):
-        path = f"results/{folder}/log.txt"
-        if not folder.startswith("cpu-attention-entropy") or not os.path.exists(path):
-            continue
-        name = None
-        for line in log_lines(path):
-            m = re.match(r"(\S+): test acc ([\d.]+), train loss ([\d.]+)", line)
-            if m:
-                name = m.group(1)
-                runs[name] = {"acc": float(m.group(2)), "loss": float(m.group(3)), "log": path}
-            m = re.match(r"\s+mean entropy ([\d.]+), lowest ([\d.]+); largest logit ([\d.]+)", line)
-            if m and name:
-                runs[name].update(mean=float(m.group(1)), lowest=float(m.group(2)), largest=float(m.group(3)))
+    runs, keys = {}, ("acc", "loss", "mean", "lowest", "largest")
+    for log in sorted(glob.glob("results/cpu-attention-entropy-*/log.txt"), key=os.path.dirname):
+        for name, *values in re.findall(r"(\S+): test acc ([\d.]+), train loss ([\d.]+)\n(?:.*\n)*?\s+mean entropy "
+                                        r"([\d.]+), lowest ([\d.]+); largest logit ([\d.]+)", open(log).read()):
+            runs[name] = dict(zip(keys, map(float, values)), log=log)
     return runs
 
 
@@ -95,8 +80,8 @@ def pair_cells(d, m, logs):
     """Default, mimetic, their difference and their largest attention logits ("-" where no log holds one)."""
     def logit(path):
         r = logs.get(os.path.basename(path))
-        return f"[{r['largest']:.0f}]({r['log']})" if r and "largest" in r else "-"
-    return [cell(d), cell(m), difference(d, m), f"{logit(d)} / {logit(m)}"]
+        return f"[{r['largest']:.0f}]({r['log']})" if r else "-"
+    return [cell(d), cell(m), lt.paired([d], [m]).replace(" (1 seed)", ""), f"{logit(d)} / {logit(m)}"]
 
 
 def recipe_d12():
@@ -319,35 +304,14 @@ def versus():
     return table(["setting", "hardware", "ours ViT / timm ViT", "ours LM / nanoGPT", "log"], rows)
 
 
-def bf16_slowdown():
-    """The bf16 step's cost over fp32's, ours at depth 2 (medians of the two logs)."""
-    def medians(mode):
-        return [float(re.search(r"median ([\d.]+) s/step", line).group(1))
-                for line in log_lines(f"{TIMM}/log-{mode}-depth2.txt")
-                if line.startswith(("ours ViT ", "ours LM ")) and "s/step" in line]
-    ratios = [b / f for b, f in zip(medians("bf16"), medians("fp32"))]
-    return f"{min(ratios):.1f}-{max(ratios):.1f}x"
-
-
-def precision_runs():
-    return {(program, mode): [f"results/cpu-precision-{program}-{mode}-seed{s}" for s in range(2)]
-            for program in ("vit", "lm") for mode in ("fp32", "bf16")}
-
-
 def precision():
-    rows = [[program, mode, "test acc" if program == "vit" else "test bpc",
-             " / ".join(cell(p, 2 if program == "vit" else 4) for p in paths),
-             " / ".join(f"{lt.read(p)['wall_time_s']:.0f}" for p in paths)]
-            for (program, mode), paths in precision_runs().items()]
+    rows = []
+    for program, mode in [(p, m) for p in ("vit", "lm") for m in ("fp32", "bf16")]:
+        paths = [f"results/cpu-precision-{program}-{mode}-seed{s}" for s in range(2)]
+        rows.append([program, mode, "test acc" if program == "vit" else "test bpc",
+                     " / ".join(cell(p, 2 if program == "vit" else 4) for p in paths),
+                     " / ".join(f"{lt.read(p)['wall_time_s']:.0f}" for p in paths)])
     return table(["program", "`--precision`", "metric", "seeds 0 / 1", "seconds of training, seeds 0 / 1"], rows)
-
-
-def bf16_longer():
-    """How many times longer the bf16 runs trained than fp32's (wall_time_s, same program and seed)."""
-    runs = precision_runs()
-    ratios = [lt.read(b)["wall_time_s"] / lt.read(f)["wall_time_s"] for program in ("vit", "lm")
-              for f, b in zip(runs[program, "fp32"], runs[program, "bf16"])]
-    return f"{min(ratios):.1f}-{max(ratios):.1f}x"
 
 
 # ==================================================================================================
@@ -356,13 +320,8 @@ def bf16_longer():
 
 def older_vit():
     base = "results/cpu-cifar10jpeg-w128d6h4p4-10k-e10"
-    runs = {a: [f"{base}-{a}" if s == 0 else f"{base}-{a}-seed{s}" for s in range(3)] for a in ("default", "mimetic")}
-    rows = [[s, cell(d), cell(m), difference(d, m)] for s, d, m in zip(range(3), runs["default"], runs["mimetic"])]
-    (md, sd), (mm, sm) = (lt.mean_std(lt.metrics(runs[a])) for a in ("default", "mimetic"))
-    g, se = lt.gap(lt.metrics(runs["default"]), lt.metrics(runs["mimetic"]))
-    rows.append(["mean ± std (gap: ± SE)", f"**{md:.2f} ± {sd:.2f}**", f"**{mm:.2f} ± {sm:.2f}**",
-                 f"**{g:+.2f} ± {se:.2f}**"])
-    return table(["seed", "default init", "mimetic init", "gap"], rows)
+    d, m = ([f"{base}-{a}" if s == 0 else f"{base}-{a}-seed{s}" for s in range(3)] for a in ("default", "mimetic"))
+    return lt.seed_pairs(d, m, 2)
 
 
 CHECKS = [  # (results folder, what it checked); each run's command is in its results.json
@@ -390,14 +349,15 @@ def checks():
 # The index: every folder under results/
 
 AE, SCRIPTS = "`python results/scripts/attention_entropy.py <run folder> ...`", "of results/scripts/ at `6794749`"
-BENCH, PAIR = "`python extras/bench_vit.py --batch_size=32`, `python extras/bench_lm.py --batch_size=2`", "`snapshot.py`, `tinyrun.py`"
+BENCH = "`python extras/bench_vit.py --batch_size=32`, `python extras/bench_lm.py --batch_size=2`"
+PAIR = "`snapshot.py`, `tinyrun.py`"
 MADE_BY = {  # folder: what made it, for the folders that hold no results.json of a run
     "cpu-attention-entropy-d12": f"{AE} (depth 12)", "cpu-attention-entropy-d12-authors": f"{AE} (the authors' recipe)",
-    "cpu-augmentation-rate": "`python extras/bench_vit.py --width=24 --depth=1 --heads=2 --patch_size=8 "
-                             "--batch_size=512 --device=cpu`",
+    "cpu-augmentation-rate": "`python extras/bench_vit.py` at a toy model's shapes, `--device=cpu` (its log)",
     "cpu-bench-after-rewrite": f"{BENCH} (its README.txt)", "cpu-bench-xeon": f"{BENCH} (its README.txt)",
     "cpu-bit-identity-48cf082-e2bf536": f"{PAIR} (its log)", "cpu-skeleton-bit-identity": f"{PAIR} (its log)",
     "seeded-weights": "`snapshot.py` (its log)", "cpu-broken-files": "`bash results/scripts/broken_files.sh`",
+    "cpu-mutation-check": "`python results/scripts/mutation_check.py`",
     "cpu-epoch-time-before-after": "the laptop recipe, `--stop_epoch=1`, two checkouts side by side (its README.txt)",
     "cpu-epoch-time-minimal": f"the same; `modelbench.py`, `stepbench.py` {SCRIPTS} (its README.txt)",
     "cpu-eq13-step-size": "`eq13_step_size.py` of results/scripts/ at `b2db6e6` (its log)",
@@ -406,11 +366,9 @@ MADE_BY = {  # folder: what made it, for the folders that hold no results.json o
     "cpu-lm-benchmark-ptb-b2": "`python mimetic_lm.py --benchmark=True --batch_size=2` (an earlier program)",
     "cpu-vit-benchmark-tiny-b32": "`python mimetic_vit.py --benchmark=True --batch_size=32` (an earlier program)",
     "cpu-lm-benchmark-ptb-b2-fp32": "the same, `--precision=fp32`", "cpu-vit-benchmark-tiny-b32-fp32": "the same, fp32",
-    "cpu-mutation-check": "`python results/scripts/mutation_check.py`",
-    "cpu-speed-vs-timm-nanogpt": "`python extras/speed_vs_timm_nanogpt.py ...` (each log's first line), "
-                                 "`results/scripts/profile_lm.py`",
-    "cpu-step-time-recipe": f"`recipe_step_time.py` {SCRIPTS} (its log)",
-    "cpu-step-time-skeleton": f"`stepbench.py` {SCRIPTS} (its log)",
+    "cpu-speed-vs-timm-nanogpt": f"`python extras/speed_vs_timm_nanogpt.py ...` (each log's first line), "
+                                 f"`profile_lm.py` {SCRIPTS}",
+    "cpu-step-time-recipe": f"`recipe_step_time.py` {SCRIPTS}", "cpu-step-time-skeleton": f"`stepbench.py` {SCRIPTS}",
     "gpu-h100-table1-authors-partial": f"`gpu_recipe_session.sh` {SCRIPTS} (one H100; its session.txt)",
     "gpu-h200-diagnosis": f"`gpu_session2.sh` {SCRIPTS} (one H200; its header gives the calls)",
     "gpu-h200-table1-partial": f"`gpu_session.sh` {SCRIPTS} (one H200)",
@@ -495,8 +453,8 @@ BLOCKS = {
     "recipe-d12": recipe_d12, "recipe-seed0": recipe_seed0, "recipe-laptop": recipe_laptop,
     "table1-earlier": table1_earlier, "e16-leads": e16_leads, "d12-seed0": d12_seed0, "attention": attention,
     "small-emb": small_emb, "word-valid": word_valid, "gpu-recipes": gpu_recipes, "gpu-lead": gpu_lead,
-    "gpu-step97": gpu_step97, "gpu-stall": gpu_stall, "screen": screen, "benchmarks": benchmarks, 
-    "versus": versus, "bf16-slowdown": bf16_slowdown, "precision": precision, "bf16-longer": bf16_longer,
+    "gpu-step97": gpu_step97, "gpu-stall": gpu_stall, "screen": screen, "benchmarks": benchmarks,
+    "versus": versus, "precision": precision,
     "older-vit": older_vit, "checks": checks,
 }
 TEXT_BLOCKS = {"contents": contents, "index": index}  # blocks computed from the rest of the file
@@ -523,15 +481,11 @@ def compute(name, text, inline):
 
 def refresh(text):
     """text with every block recomputed: the tables and sentences first, then the index and contents from them."""
-    def fill(first, text):
-        def one(m):
-            name, inline = m.group(1), not m.group(2).startswith("\n")
-            if (name in TEXT_BLOCKS) == first:
-                return m.group(0)
-            return f"<!-- begin: {name} -->{compute(name, text, inline)}<!-- end: {name} -->"
-        return one
-    text = BLOCK.sub(fill(True, text), text)
-    return BLOCK.sub(fill(False, text), text)
+    for from_text in (False, True):
+        text = BLOCK.sub(lambda m: m.group(0) if (m.group(1) in TEXT_BLOCKS) != from_text else (
+            f"<!-- begin: {m.group(1)} -->{compute(m.group(1), text, not m.group(2).startswith(chr(10)))}"
+            f"<!-- end: {m.group(1)} -->"), text)
+    return text
 
 
 def main(argv):
@@ -539,11 +493,9 @@ def main(argv):
     if argv not in ([], ["--check"]):
         sys.exit(f"error: unknown arguments {argv}; use no argument (refresh {OUT}) or --check")
     old = open(OUT).read()
-    missing = [n for n in TEXT_BLOCKS if f"<!-- begin: {n} -->" not in old]
-    if missing:
-        sys.exit(f"error: {OUT} has no block {missing}: put back `<!-- begin: NAME -->` and `<!-- end: NAME -->`")
-    if old.count("<!-- begin: ") != len(BLOCK.findall(old)):
-        sys.exit(f"error: {OUT} has a `<!-- begin: NAME -->` without its `<!-- end: NAME -->`")
+    names = [m.group(1) for m in BLOCK.finditer(old)]
+    if old.count("<!-- begin: ") != len(names) or not set(TEXT_BLOCKS) <= set(names):
+        sys.exit(f"error: {OUT} needs its contents and index blocks, and an `<!-- end: NAME -->` for each begin marker")
     new = refresh(old)
     if argv:
         stale = [a.group(1) for a, b in zip(BLOCK.finditer(old), BLOCK.finditer(new)) if a.group(0) != b.group(0)]
@@ -552,7 +504,7 @@ def main(argv):
         return
     with open(OUT, "w") as f:
         f.write(new)
-    print(f"refreshed {len(BLOCK.findall(new))} blocks of {OUT}: {len(new.splitlines())} lines, {len(new.encode())} bytes")
+    print(f"refreshed {len(BLOCK.findall(new))} blocks of {OUT}: {len(new.splitlines())} lines")
 
 
 if __name__ == "__main__":

@@ -7,9 +7,9 @@ comparison of two versions of the code (the "Minimal for real" rewrite must not 
 Arms: mimetic, default, qk, vo, mimetic with vo_sign=+1, simple; seeds 0 and 1; the laptop shapes (ViT width
 96, depth 4, 3 heads, patch 4; LM width 128, depth 4, 4 heads, 128 tokens, vocabulary 49), plus the paper's
 ViT-Tiny (mimetic, seed 0) and the LM with small_emb. One thread: LAPACK's SVD can differ by an ulp across
-thread counts.
+thread counts. Checkouts after 85533dc (before, main() built the model in its own steps: this file at 6794749
+built those too).
 """
-import inspect
 import sys
 
 import torch
@@ -23,14 +23,7 @@ def snapshot(root):
     out = {}
 
     def build(mod, args, size):  # the one construction of each program, as its main() calls it
-        cfg = mod.parse_config(args + ["--out_dir=/tmp/seeded-weights-unused"])
-        if "model_cfg" not in inspect.signature(getattr(mod, "build_model", lambda model_cfg: 0)).parameters:
-            model = mod.build_model(cfg, size)
-        else:  # before the one build_model(cfg, size) (commit 85533dc and earlier): main()'s own steps
-            torch.manual_seed(cfg.seed)
-            model = mod.ViT(mod.model_config(cfg)) if mod is V else mod.TransformerLM(mod.model_config(cfg, size))
-            mod.init_attention_(model, cfg.init, cfg.alpha1, cfg.beta1, cfg.alpha2, cfg.beta2, cfg.vo_sign,
-                                generator=torch.Generator().manual_seed(cfg.seed))
+        model = mod.build_model(mod.parse_config(args + ["--out_dir=/tmp/seeded-weights-unused"]), size)
         return {k: v.clone() for k, v in model.state_dict().items()}
 
     vit, lm = 10, 49  # classes of CIFAR-10, characters of PTB

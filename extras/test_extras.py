@@ -39,8 +39,9 @@ bench_vit, compare, fig3, figures, table4, speed = (extra(n) for n in (
 
 
 # each script's arguments before its first unknown key (its required key, so that the key check is reached)
-SCRIPTS = {"bench_lm": [], "bench_vit": [], "compare": ["--compare=zero"], "fig3": [], "figures": ["--program=lm"],
-           "lm_qk_basis": [], "sample": ["--out_dir=run"], "speed_vs_timm_nanogpt": [], "table4": ["--dataset=svhn"]}
+SCRIPTS = {"bench_lm": [], "bench_vit": [], "compare": ["--compare=zero"], "fig3": [], "fig_inits": [],
+           "figures": ["--program=lm"], "lm_qk_basis": [], "sample": ["--out_dir=run"], "speed_vs_timm_nanogpt": [],
+           "table4": ["--dataset=svhn"]}
 
 
 @pytest.mark.parametrize("name", SCRIPTS)
@@ -655,6 +656,39 @@ def test_extras_fig3_measurement_and_picture(tmp_path, monkeypatch, capsys):
     assert "low rank, k = 32: the simple construction's beta / alpha is 0.58" in capsys.readouterr().out
     with pytest.raises(SystemExit, match="^error: --out=fig.jpgg must name a .png file$"):
         fig3.main(["--out=fig.jpgg"])
+
+
+# ==================================================================================================
+# extras/fig_inits.py: the three inits' attention at init
+
+
+def test_fig_inits_rows_are_their_inits_and_the_picture(tmp_path, monkeypatch, capsys):
+    """On a tiny CIFAR (the laptop shape, 2 blocks): the default row is within 10% of uniform over the patches, the
+    mimetic row's largest entry is each query patch itself, the impulse row's (head 1) the patch above it; the
+    picture is 3 rows of 4 panels with a red box in each; a line per init; the mistakes are one error line."""
+    fig_inits = extra("fig_inits")
+    write_cifar(tmp_path, n_per_batch=16)  # 100 test images
+    monkeypatch.chdir(tmp_path)
+    seen, save = [], fig_inits.save_figure
+    monkeypatch.setattr(fig_inits, "save_figure", lambda path, maps, *a: seen.append(maps) or save(path, maps, *a))
+    assert fig_inits.main([f"--data_dir={tmp_path}", "--depth=2"]) == os.path.join("figures", "vit-inits-attention.png")
+    (maps,) = seen  # (default, mimetic, impulse) x 4 queries x 8 x 8
+    assert maps.shape == (3, 4, 8, 8) and ((maps[0] * 65 - 1).abs() < 0.1).all()
+    for i, (r, c) in enumerate(fig_inits.queries(8)):
+        assert divmod(maps[1, i].argmax().item(), 8) == (r, c) and divmod(maps[2, i].argmax().item(), 8) == (r - 1, c)
+    img = read_image("figures/vit-inits-attention.png")
+    assert img.shape == (3, 22 + 3 * 136 + 30, 150 + 4 * 136)  # 8 x 8 cells of 16 pixels, 8 between panels
+    red = (img[0] > 200) & (img[1] < 80) & (img[2] < 80)
+    for i in range(3):
+        for j in range(4):
+            y, x = 22 + i * 136, 150 + j * 136
+            assert red[y:y + 128, x:x + 128].any(), (i, j)
+    out = capsys.readouterr().out
+    assert "impulse: layer 0 head 1, mean over the 4 queries: " in out and "on its neighbour (-1, +0)" in out
+    with pytest.raises(SystemExit, match="^error: --init: each row sets its own"):
+        fig_inits.main(["--init=mimetic"])
+    with pytest.raises(SystemExit, match="^error: --layer=4 --head=0: the model has layers 0-3 and heads 0-2$"):
+        fig_inits.main(["--layer=4", "--head=0"])
 
 
 # ==================================================================================================

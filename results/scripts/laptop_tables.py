@@ -141,24 +141,29 @@ def arm_row(label, paper, paths, extra):
     return [label, paper, stat.replace(f" ({len(paths)} seeds)", ""), cells, extra, minutes(paths)]
 
 
-def table2(seeds=range(3)):
+def table2(seeds=range(3), pairs=False):
+    """Table 2's rows, or (pairs=True) every pair of rows, A - B: ours (paired mean ± SE) / the paper's, and whether
+    our order matches the paper's (clear = outside the 95% confidence interval)."""
     runs = {arm: [vit_dir(arm, s) for s in seeds] for _, _, arm in TABLE2}
     accs = {arm: metrics(paths) for arm, paths in runs.items()}
-    rows = [arm_row(f"{label} (`{FLAGS[arm]}`)", f"{paper:.2f}", runs[arm],
-                    "" if arm == "mimetic" else "{:+.2f} ± {:.2f}".format(*gap(accs["mimetic"], accs[arm])))
-            for label, paper, arm in TABLE2]
-    pairs = []
+    if not pairs:
+        return table(["ablation (paper's order)", "paper", "ours, mean ± std (3 seeds)", "seeds 0 / 1 / 2",
+                      "gap to ours, paired", "minutes"], [arm_row(
+                          f"{label} (`{FLAGS[arm]}`)", f"{paper:.2f}", runs[arm],
+                          "" if arm == "mimetic" else "{:+.2f} ± {:.2f}".format(*gap(accs["mimetic"], accs[arm])))
+                          for label, paper, arm in TABLE2])
+    rows = []
     for i, (_, pa, a) in enumerate(TABLE2[:-1]):
         cells = [""] * i
         for _, pb, b in TABLE2[i + 1:]:
             g, se = gap(accs[b], accs[a])
             cells.append(f"{g:+.2f} ± {se:.2f} / {pa - pb:+.2f}: {verdict(pa - pb, g, se, len(seeds))}")
-        pairs.append([f"`{FLAGS[a]}`"] + cells)
-    return (table(["ablation (paper's order)", "paper", "ours, mean ± std (3 seeds)", "seeds 0 / 1 / 2",
-                   "gap to ours, paired", "minutes"], rows)
-            + "\n\nEvery pair of rows, A - B: ours (paired mean ± SE over seeds 0-2) / the paper's, and whether our "
-              "order matches the paper's (clear = outside the 95% confidence interval, |gap| > 4.30 SE):\n\n"
-            + table(["A \\ B"] + [f"`{FLAGS[b]}`" for _, _, b in TABLE2[1:]], pairs))
+        rows.append([f"`{FLAGS[a]}`"] + cells)
+    return table(["A \\ B"] + [f"`{FLAGS[b]}`" for _, _, b in TABLE2[1:]], rows)
+
+
+def table2_pairs():
+    return table2(pairs=True)
 
 
 def fig4(seeds=range(3), scales=("0.5", "1", "2", "4")):
@@ -184,7 +189,7 @@ def seed_pairs(d, m, digits, paper=()):
 def table6(seeds=range(3)):
     d, m = ([f"{LM}-{arm}-seed{s}" for s in seeds] for arm in ("default", "mimetic"))
     paper = ["paper, Table 6 (width 384, 12 layers, 100 epochs)", "1.233", "1.210", "-0.023"]
-    return f"Test bpc:\n\n{seed_pairs(d, m, 3, paper)}\n\nWall time per run: {minutes(d + m)} min."
+    return f"{seed_pairs(d, m, 3, paper)}\n\nWall time per run: {minutes(d + m)} min."
 
 
 def rows_against(refs, rows, digits=2):
@@ -209,9 +214,7 @@ def table5(seeds=range(3)):
     ls, ours = (max((v for v in LS_VALUES if done(f"{CMP}-{a}{v}-seed0")), key=lambda v: metric(f"{CMP}-{a}{v}-seed0"))
                 for a in arms)  # the best value on seed 0
     mimetic, default = ([f"{TVRA}-{arm}-seed{s}" for s in seeds] for arm in ("mimetic", "default"))
-    return ("Search of the diagonal's initial value, seed 0 (`--ls_init`):\n\n"
-            + table(["`--ls_init`", *LS_VALUES], search) + "\n\n"
-            + rows_against([("mimetic", mimetic), ("default init", default)], [
+    return (table(["`--ls_init`", *LS_VALUES], search) + "\n\n" + rows_against([("mimetic", mimetic), ("default init", default)], [
                 ("T-Fixup (`--compare=tfixup`)", "85.38", [f"{CMP}-tfixup-seed{s}" for s in seeds]),
                 ("ZerO (`--compare=zero`)", "87.41", [f"{CMP}-zero-seed{s}" for s in seeds]),
                 (f"LayerScale (`--compare=layerscale --ls_init={ls}`)", "89.90",

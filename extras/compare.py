@@ -59,8 +59,9 @@ Choices the paper leaves open, ours marked:
     whether it held epochs or steps fixed; steps, our choice).
   - impulse (Zheng, Li, Saratchandran, Lucey, "Structured Initialization for Vision Transformers", NeurIPS 2025,
     arXiv 2505.19985), from the meaning of their code: osiriszjq/structured_initialization, file
-    pytorch-image-models-1.0.22/timm/models/vision_transformer.py ("their file" below), functions impulse_init and
-    VisionTransformer.post_init_weights under mode 'impulse'. Every constant is theirs:
+    pytorch-image-models-1.0.22/timm/models/vision_transformer.py, functions impulse_init and
+    VisionTransformer.post_init_weights under mode 'impulse' (commit 7cd02f1, which their README.md names). Every
+    constant is theirs:
       shift order   head h gets tap (4, 1, 5, 3, 7, 0, 2, 6, 8)[h % 9] of a 3 x 3 kernel (impulse_init's k,
                     kernel_size=3): offsets (dy, dx) = centre, up, right, left, down, then the diagonals; the query
                     patch (r, c) has its impulse at key (r + dy, c + dx), none where that falls off the grid
@@ -81,17 +82,19 @@ Choices the paper leaves open, ours marked:
     Where our model differs from theirs, and what the arm does:
       - Position embeddings. Theirs are learned and start N(0, 0.02^2) (VisionTransformer.__init__: torch.randn *
         .02; their README's runs pass weight_init=skip, so timm's init never redraws them): full rank, which the
-        rank-k pseudo-inverse needs, and after x18 of RMS 0.36, beside patch embeddings of RMS about 0.58. Ours
-        default to 1-D sinusoids over the token index, whose LayerNormed patch rows have numerical rank 23 at the
-        laptop shape (64 patches, k = 32) and 55 for ViT-Tiny at patch 2 (256 patches, k = 64), below k: a rank-k
-        pseudo-inverse there inverts float32 rounding. So the arm defaults to --pos_emb=learned, the program's
-        trunc_normal(std 0.02) (truncated at +-2, 100 sigma: their draw), times 18: their embeddings. The other
-        arms keep the sinusoids (mimetic_vit.py --init=mimetic --pos_emb=learned is the mimetic arm on the same
-        embeddings, as their comparison ran it). Given --pos_emb=sinusoidal, the pseudo-inverse keeps at most the
-        embeddings' numerical rank (float32 precision; our choice, which never binds for theirs), and the x18
-        multiplies sinusoids of RMS 0.71 (12.7 after it). The position-only scores then peak at the impulse for 85%
-        of the laptop shape's queries, but their softmax is nearly uniform (0.015 at the target, 1/65 = 0.015);
-        with --pos_emb=learned, 100% and 0.997 (ViT-Tiny at patch 2: 97% and 0.69).
+        rank-k pseudo-inverse needs, and of RMS 0.36 after x18, beside patch embeddings of RMS about 0.58 (PyTorch's
+        default init on normalised pixels, theirs and ours). Ours default to 1-D sinusoids over the token index,
+        whose LayerNormed patch rows have numerical rank 23 at the laptop shape (64 patches, k = 32) and 55 for
+        ViT-Tiny at patch 2 (256 patches, k = 64), below k: a rank-k pseudo-inverse there inverts float32 rounding.
+        So the arm defaults to --pos_emb=learned, the program's trunc_normal(std 0.02) (truncated at +-2, 100
+        sigma: their draw), times 18: their embeddings. The other arms keep the sinusoids (mimetic_vit.py
+        --init=mimetic --pos_emb=learned is the mimetic arm on the same embeddings, as their comparison ran it).
+        Given --pos_emb=sinusoidal, the pseudo-inverse keeps at most the embeddings' numerical rank (float32
+        precision; our choice, which binds for theirs only on grids of fewer than k patches), and the x18 multiplies
+        sinusoids of RMS 0.71 (12.7 after it). The position-only scores then peak at the impulse for 85% of the
+        laptop shape's queries, but their softmax is nearly uniform (0.015 at the target, 1/65 = 0.015); with
+        --pos_emb=learned, 100% and 0.997 (ViT-Tiny at patch 2: 97% and 0.69). On images the content blurs it:
+        extras/fig_inits.py draws the three inits' maps at init.
       - Class token: theirs too (pe[1:] leaves its row out of L; its queries and keys are whatever A gives it).
       - Fused qkv Linear with rows (q, k, v) x heads x head_dim: theirs is timm's, the same layout.
       - The grid: ours is image_size / patch_size a side (8 x 8 at the laptop shape); their CIFAR runs upsample to
@@ -100,7 +103,7 @@ Choices the paper leaves open, ours marked:
       - W_V W_proj: their noise is uniform with variance 1/d (get_ortho_like's dist='uniform'); the arm keeps the
         program's mimetic_init_ (normal, the paper's), run by build_model before the arm replaces the q and k rows,
         so W_V W_proj and every weight but q, k and the position embeddings are the mimetic arm's, bit for bit.
-    Draws from the arm's own generator, in float64 on one thread (as the program's SVDs), cast to float32.
+    Draws from the arm's own generator (seed + 1), in float64 on one thread (as the program's SVDs), then float32.
 """
 
 import math

@@ -434,7 +434,9 @@ def index(text):
     rows = []
     for key, group in groups.items():
         runs = [r for f in group for r in runs_of(f)]
-        made_by = command_template(runs) if runs else " ".join(MADE_BY.get(f, "(its files)") for f in group)
+        made_by = command_template(runs) if runs else " ".join(MADE_BY.get(f) or next(
+            (f"its [{n}]({f}/{n})" for n in ("README.md", "README.txt") if os.path.exists(f"results/{f}/{n}")),
+            "(its files)") for f in group)
         links = " · ".join(f"[{f[len(key) + 1:] or f}/]({f}/)" for f in group) if len(group) > 1 else \
             f"[{group[0]}/]({group[0]}/)"
         used = dict.fromkeys(t for f in group for t, s in parts if t != "Index of folders" and f"({f}/" in s)

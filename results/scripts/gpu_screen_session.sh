@@ -12,8 +12,9 @@ export PYTHONUNBUFFERED=1
 DATA=${DATA:-.carry}
 EPOCHS=${EPOCHS:-40}
 EXTRA=${EXTRA:-}  # more flags for every run (a CPU dry run: a tiny model on a subset)
-recipes() {  # name|flags: today's default; the authors' 100-epoch augmentation; the paper's words at magnitude 14
-    echo "today|"
+recipes() {  # name|flags: train.py's defaults (the default until the screen); the authors' 100-epoch augmentation
+    # (the default since); the paper's words ("RandAugment and Cutout") at magnitude 14
+    echo "authors|--recipe=authors"
     echo "authors100|--ra_n=2 --ra_m=12 --crop_scale=1.0 --jitter=0.2 --reprob=0.2"
     echo "paper-ra2m14-cutout16|--ra_n=2 --ra_m=14 --cutout=16 --crop_scale=1.0 --jitter=0 --reprob=0"
 }

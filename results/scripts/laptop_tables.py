@@ -200,7 +200,7 @@ def rows_against(refs, rows, digits=2):
         cells, stat, ran = seed_cell(paths, digits)
         gaps = ["(reference)" if paths == ref else paired(ref, paths, digits) for _, ref in refs]
         out.append([label, paper, stat, cells, *gaps, minutes(ran)])
-    return table(["arm", "paper", "ours, mean ± std", "seeds 0 / 1 / 2",
+    return table(["arm", "paper", "ours, mean ± std", "seeds " + " / ".join(map(str, range(len(rows[0][2])))),
                   *(f"gap to {label}, paired (± SE)" for label, _ in refs), "minutes"], out)
 
 
@@ -314,10 +314,33 @@ def depth(seeds=(0, 1, 2)):
     GPU stall a matter of depth (and rate) rather than of the GPU?"""
     d12, names, rows = E.replace("d4", "d12"), " / ".join(map(str, seeds)), []
     for label, runs in [("4, 3e-3 (the 4-epoch row above)", f"{E}-e4"), ("12, 3e-3", f"{d12}-e4"), ("12, 1e-3",
-                        f"{d12}-e4-lr1e-3"), ("12, 3e-3, warmup 25% of the steps", f"{d12}-e4-warmup0.25")]:
+                        f"{d12}-e4-lr1e-3"), ("12, 3e-3, warmup 25% of the steps", f"{d12}-e4-warmup0.25"),
+                        ("12, 3e-3, the default recipe now (`authors100`)", f"{d12}-e4-authors100")]:
         d, m = ([f"{runs}-{arm}-seed{k}" for k in seeds] for arm in ("default", "mimetic"))
         (d_cells, _, d_ran), (m_cells, _, m_ran) = seed_cell(d), seed_cell(m)
         diffs = " / ".join(f"{metric(b) - metric(a):+.2f}" if done(a) and done(b) else "-" for a, b in zip(d, m))
         rows.append([label, d_cells, m_cells, diffs, paired(d, m), minutes(d_ran + m_ran)])
     return table(["depth, peak lr", f"default init, seeds {names}", f"mimetic init, seeds {names}",
                   "difference per seed", "gap, paired (± SE)", "minutes per run"], rows)
+
+
+def impulse(seeds=range(5)):
+    """Impulse init (extras/compare.py) beside mimetic and the default init: the laptop recipe on the default recipe,
+    the same seeds; the paper column is Zheng et al.'s ViT-Tiny, patch 2, CIFAR-10, 200 epochs, one seed."""
+    runs = {a: [f"{E}-e2-authors100-{a}-seed{s}" for s in seeds] for a in ("default", "mimetic", "impulse")}
+    theirs = {"default": "-", "mimetic": "91.16", "impulse": "91.62"}
+    return rows_against([(a, runs[a]) for a in ("default", "mimetic")], [(a, theirs[a], runs[a]) for a in runs])
+
+
+def jpeg_quality(seeds=range(3)):
+    """The laptop recipe on the JPEG copy (quality about 75) and on the copy re-encoded at quality 50 (training and
+    test images both), seeds paired."""
+    q50 = "results/cpu-cifar10q50-w96d4h3p4-50k-e2-authors100"
+    runs = {(q, a): [f"{prefix}-{a}-seed{s}" for s in seeds] for q, prefix in (("copy", f"{E}-e2-authors100"),
+            ("q50", q50)) for a in ("default", "mimetic")}
+    rows = [[label, arm(runs[q, "default"]), arm(runs[q, "mimetic"]), paired(runs[q, "default"], runs[q, "mimetic"])]
+            for q, label in (("copy", "the copy (quality about 75)"), ("q50", "re-encoded at quality 50"))]
+    rows.append(["quality 50 minus the copy, paired (± SE)", paired(runs["copy", "default"], runs["q50", "default"]),
+                 paired(runs["copy", "mimetic"], runs["q50", "mimetic"]), ""])
+    return table(["training and test images", "default init", "mimetic init", "mimetic - default, paired (± SE)"],
+                 rows)

@@ -376,7 +376,7 @@ def load_dataset(name, root):
         try:
             texts[split] = Path(path).read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as e:
-            raise SystemExit(f"error: {path} cannot be read as UTF-8 text ({e}): copy it again, or delete it "
+            raise SystemExit(f"error: {path} is not readable UTF-8 text ({e!r}): copy it again, or delete it "
                              f"to download it afresh") from e
     vocab, ids = tokenize(texts, level)
     for split, path in zip(SPLITS, paths):  # evaluation scores every token after the first
@@ -529,12 +529,13 @@ def plateau_factor(history, val_loss, cfg, level):
 # training
 
 def forward_backward(net, x, y, amp):
-    """One batch's loss (in fp32, whatever the precision; every position, our choice) and its gradients."""
+    """One batch's loss (in fp32, whatever the precision; over every position, our choice), its gradients,
+    the logits."""
     with amp:
         logits = net(x)
     loss = F.cross_entropy(logits.float().flatten(0, 1), y.flatten())
     loss.backward()
-    return loss
+    return loss, logits
 
 
 def mean_over_ranks(losses, world):
@@ -549,7 +550,7 @@ def train(model, data, cfg, dev, amp, ckpt=None, rank=0, world=1):
     """AdamW with warmup and the plateau rule; evaluates after every epoch and writes ckpt.pt, and best.pt for
     the best validation loss. Returns the history, or None when stopped by --stop_epoch."""
     (vocab, ids), level = data, DATASETS[cfg.dataset][2]
-    train_ids = (ids["train"][:cfg.train_subset] if cfg.train_subset else ids["train"]).to(dev)
+    train_ids = ids["train"][:cfg.train_subset or None].to(dev)  # 0: all
     steps = (len(train_ids) - 1 - cfg.seq_len) // cfg.seq_len // cfg.batch_size  # per epoch, as batches() makes
     if steps < 1:
         raise SystemExit(f"error: {len(train_ids):,} training tokens make fewer sequences of {cfg.seq_len} than "
@@ -570,11 +571,11 @@ def train(model, data, cfg, dev, amp, ckpt=None, rank=0, world=1):
         losses = torch.zeros(steps, device=dev)  # this epoch's losses, read only at log lines
         for i, (x, y) in enumerate(batches(train_ids, cfg.seq_len, cfg.batch_size, gen, rank, world)):
             if step == first_step:  # forward and backward timed on slices of this batch: the run's cost, at once
-                progress.estimate(lambda n: forward_backward(model, x[:n], y[:n], amp), model, len(x), steps)
+                progress.estimate(lambda n: forward_backward(model, x[:n], y[:n], amp)[0], model, len(x), steps)
             lr = get_lr(step, cfg.epochs * steps, cfg, state["lr_scale"])
             for group in opt.param_groups:
                 group["lr"] = lr
-            loss = forward_backward(net, x, y, amp)
+            loss = forward_backward(net, x, y, amp)[0]
             if cfg.grad_clip > 0:
                 torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
             opt.step()

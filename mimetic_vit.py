@@ -21,13 +21,14 @@ import os
 import pickle
 import platform
 import shlex
+import socket
 import sys
 import time
 from collections import OrderedDict
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass
 from types import SimpleNamespace
-from urllib.error import URLError
+from urllib.parse import urlparse
 
 import torch
 import torch.nn as nn
@@ -362,7 +363,7 @@ MEAN_STD = {"cifar10": ((0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)),
 def load_dataset(name, root):
     """(train_x, train_y, test_x, test_y): uint8 (N, 3, 32, 32) and int64 (N,) CPU tensors from the official python
     layout in <root>/<folder>/, downloaded when missing; a file that cannot be read stops the run, naming it."""
-    folder, files, key, _ = DATASETS[name]
+    folder, files, key, classes = DATASETS[name]
     base = os.path.join(root, folder)
     missing = [f for f in files if not os.path.exists(os.path.join(base, f))]
     if missing:
@@ -381,18 +382,23 @@ def load_dataset(name, root):
         if len(ys[-1]) == 0 or len(ys[-1]) != len(xs[-1]):
             raise SystemExit(f"error: {path} holds {len(xs[-1])} images and {len(ys[-1])} labels: copy it again, "
                              f"or delete it to download it afresh")
-    return torch.cat(xs[:-1]), torch.cat(ys[:-1]), xs[-1], ys[-1]  # the last file is the test set
+    train_x, train_y, test_x, test_y = torch.cat(xs[:-1]), torch.cat(ys[:-1]), xs[-1], ys[-1]  # the last: test
+    print(f"data: {name} ({classes} classes) | train {len(train_y):,} images | test {len(test_y):,} images")
+    return train_x, train_y, test_x, test_y
 
 
 def download(name, root, base, missing):
-    """torchvision's download of the official python version into <root>/<folder>/; offline, one error line."""
+    """torchvision's download of the official python version into <root>/<folder>/; offline (a 5 s connect), one
+    error line."""
     tv = torchvision.datasets.CIFAR10 if name == "cifar10" else torchvision.datasets.CIFAR100
+    host = urlparse(tv.url).hostname
     try:
-        tv(root, train=True, download=True)
-    except URLError as e:  # no network, or the host does not answer
+        socket.create_connection((host, 443), timeout=5).close()
+    except OSError:
         raise SystemExit(f"error: {name} not found: {base}/ lacks {', '.join(missing)}, and the download failed "
-                         f"({e.reason}): put them there (the official python version, {tv.filename} unpacked), "
-                         f"or pass --data_dir=<a folder that holds {os.path.basename(base)}/>") from None
+                         f"({host} cannot be reached): put them there (the official python version, {tv.filename} "
+                         f"unpacked), or pass --data_dir=<a folder that holds {os.path.basename(base)}/>") from None
+    tv(root, train=True, download=True)
 
 
 def norm_stats(mean_std, dev):
@@ -531,7 +537,7 @@ def get_lr(step, total_steps, cfg):
 # training
 
 def forward_backward(net, x, y, amp, label_smoothing=0.0):
-    """One batch's loss (in fp32, whatever the precision) and its gradients; also the logits."""
+    """One batch's loss (in fp32, whatever the precision), its gradients, the logits."""
     with amp:
         logits = net(x)
     loss = F.cross_entropy(logits.float(), y, label_smoothing=label_smoothing)
@@ -544,6 +550,7 @@ def train(model, data, mean_std, cfg, dev, amp, ckpt=None):
     set on the device, normalised with mean_std = per-channel (mean, std) as in MEAN_STD; evaluates and
     checkpoints after every epoch. Returns the history, or None when stopped by --stop_epoch."""
     train_x, train_y, test_x, test_y = data
+    train_x, train_y = train_x[:cfg.train_subset or None], train_y[:cfg.train_subset or None]  # 0: all
     steps = len(train_x) // cfg.batch_size  # per epoch; the last partial batch is dropped (fixed shapes)
     if steps < 1:
         raise SystemExit(f"error: {len(train_x):,} training images but batch_size {cfg.batch_size}: lower --batch_size")
@@ -612,8 +619,6 @@ def main(argv=None):
     print("config: " + " ".join(f"{k}={v}" for k, v in vars(cfg).items()))
     ckpt = open_run(cfg)                         # None for a new run; --resume: the checkpoint, of this config
     train_x, train_y, test_x, test_y = load_dataset(cfg.dataset, cfg.data_dir)
-    if cfg.train_subset:
-        train_x, train_y = train_x[:cfg.train_subset], train_y[:cfg.train_subset]
 
     model = build_model(cfg, DATASETS[cfg.dataset][3]).to(dev)  # the default init, then the attention init
     if ckpt is not None:

@@ -63,7 +63,7 @@ alpha1 = 0.0              # a1: noise weight in W_Q W_K^T ~ a1 Z1 + b1 I (eq 1);
 beta1 = 0.5               # b1: identity weight in eq 1
 alpha2 = 0.2              # a2: noise weight in W_V W_proj ~ a2 Z2 - b2 I (eq 2)
 beta2 = 0.2               # b2: identity weight in eq 2
-vo_sign = -1              # sign of the identity in eq 2; +1 is Table 2's "W_V W_proj ~ +cI" ablation
+vo_sign = -1              # sign of the identity in eq 2; +1: Table 2's "W_V W_proj ~ +cI" ablation
 # data
 dataset = "ptb_char"      # ptb_char | ptb_word | wikitext2 | wikitext103 (Table 6); PRESETS fills in its settings
 data_dir = "data"         # holds ptb/, wikitext-2/, wikitext-103/ with the standard files, or receives them
@@ -89,7 +89,7 @@ eval_batch_size = 64      # evaluation windows per forward pass
 log_interval = 50         # steps between log lines
 out_dir = ""              # "" = out/lm-<dataset>-<init>-seed<seed>; a new run refuses a folder holding another run
 resume = False            # continue from <out_dir>/ckpt.pt (the same settings, up to device, compile and logging)
-stop_epoch = 0            # end this invocation after this epoch (0 = run to the end); resume it later
+stop_epoch = 0            # end this invocation after this epoch (0 = never); resume it later
 config_keys = [k for k, v in globals().items() if not k.startswith("_") and isinstance(v, (bool, int, float, str))]
 
 # per-dataset values of the keys above, used for the keys not given on the command line
@@ -242,10 +242,10 @@ def mimetic_init_(qkv_weight, proj_weight, num_heads, alpha1=0.0, beta1=0.5, alp
                   generator=None, vo_sign=-1, init_qk=True, init_vo=True):
     """Mimetic init (Trockman & Kolter 2023, Sec. 4) of one self-attention layer, in place.
 
-    | product, as the layer applies it | target                                          | eqs        |
-    |----------------------------------|-------------------------------------------------|------------|
-    | W_V W_proj (d x d, one per layer) | a2 Z2 - b2 I, exactly (up to float rounding)    | 2, 3, 4    |
-    | W_Q^h W_K^h^T (d x d, per head h) | best rank-k approximation of a1 Z1^h + b1 I     | 1, 5, 6, 7 |
+    | product, as the layer applies it  | target                                       | eqs        |
+    |-----------------------------------|----------------------------------------------|------------|
+    | W_V W_proj (d x d, one per layer) | a2 Z2 - b2 I, exactly (up to float rounding) | 2, 3, 4    |
+    | W_Q^h W_K^h^T (d x d, per head h) | best rank-k approximation of a1 Z1^h + b1 I  | 1, 5, 6, 7 |
 
     Z1^h (afresh for every head) and Z2 have i.i.d. N(0, 1/d) entries, as the paper says for both. The rank-k
     truncation (Eckart-Young) weakens the diagonal: mean about 0.39, not 0.7, for a1 = b1 = 0.7 and k = d/3.

@@ -2,9 +2,9 @@
 Mimetic initialization of self-attention layers, on a Vision Transformer trained on CIFAR-10.
 
 Paper: Trockman & Kolter, "Mimetic Initialization of Self-Attention Layers", ICML 2023, arXiv 2305.09828.
-The authors released no code. Read this file top to bottom beside the paper: config -> ViT -> mimetic_init_
-(Sec. 4, in the paper's order, one equation per line, the printed typos named) -> data -> evaluation ->
-schedule -> train() -> main(), then a short tail of machinery. Side modes live in extras/ and import this file.
+The authors released no code. Read this file top to bottom beside the paper: config -> ViT ->
+mimetic_init_ (Sec. 4, one equation per line in the paper's order, its typos named) -> data ->
+evaluation -> schedule -> train() -> main(), then a short tail of machinery. Side modes: extras/.
 
 Run (GPU, downloads CIFAR-10 into ./data, the paper's ViT-Tiny for 100 epochs, mimetic init):
     python mimetic_vit.py
@@ -46,25 +46,25 @@ heads = 3                 # attention heads; head dimension k = width / heads
 patch_size = 2            # Sec. 5.1: patch 2 on 32x32 inputs, so 256 patches and a class token
 mlp_ratio = 4             # MLP hidden width = mlp_ratio * width (the standard ViT value)
 pos_emb = "sinusoidal"    # sinusoidal (Sec. 5.1) | learned (Table 2 "random pos. embeddings")
-pos_scale = 1.0           # g, multiplies the position embeddings (Fig. 4); 1 = standard (our choice)
-pos_trainable = True      # position embeddings are a parameter initialised as above (our choice, as timm)
+pos_scale = 1.0           # g, scales the position embeddings (Fig. 4); 1 = standard (our choice)
+pos_trainable = True      # train the position embeddings (our choice, as timm); False keeps them fixed
 # init (Sec. 4; Sec. 5.1 uses a1 = b1 = 0.7, a2 = b2 = 0.4 for all vision experiments)
 init = "mimetic"          # mimetic | default | qk, vo (Table 2: only W_Q, W_K / only W_V, W_proj) | simple (Sec. 4)
 alpha1 = 0.7              # a1: noise weight in W_Q W_K^T ~ a1 Z1 + b1 I (eq 1)
 beta1 = 0.7               # b1: identity weight in eq 1
 alpha2 = 0.4              # a2: noise weight in W_V W_proj ~ a2 Z2 - b2 I (eq 2)
 beta2 = 0.4               # b2: identity weight in eq 2
-vo_sign = -1              # sign of the identity in eq 2; +1 is Table 2's "W_V W_proj ~ +cI" ablation
+vo_sign = -1              # sign of the identity in eq 2; +1: Table 2's "W_V W_proj ~ +cI" ablation
 # data
 dataset = "cifar10"       # cifar10 | cifar100 (Table 4; SVHN and Tiny ImageNet: extras/table4.py)
-data_dir = "data"         # holds cifar-10-batches-py/ (official python layout) or receives the download
-image_size = 0            # resize to this side before patching (Table 7: 32 to 256); 0 = the dataset's own, 32
+data_dir = "data"         # holds cifar-10-batches-py/ (official python layout) or gets the download
+image_size = 0            # resize to this side before patching (Table 7: 32-256); 0 = keep 32
 train_subset = 0          # use only the first N training images (0 = all)
-# augmentation, drawn per image: the authors' 100-epoch setting for their CIFAR-10 script (locuslab/convmixer-cifar10
-# README.md line 50: --ra-n=2 --ra-m=12 --scale=1.0 --jitter=0.2 --reprob=0.2 --epochs=100, "more regularization" for
-# four times the script's 25 epochs; its lr and weight decay are ConvMixer's, ours the paper's), in the transforms of
-# its train.py (lines 16-20, 69-77). The paper: "RandAugment and Cutout", no settings. Our order: flip, then
-# torchvision's crop, RandAugment, jitter, then normalise, random erasing, Cutout (the script flips after the crop)
+# augmentation, drawn per image. The paper: "RandAugment and Cutout", no settings. Ours: the
+# authors' 100-epoch setting of their CIFAR-10 script (locuslab/convmixer-cifar10 README.md line 50:
+# --ra-n=2 --ra-m=12 --scale=1.0 --jitter=0.2 --reprob=0.2, "more regularization" for 4x the 25 epochs
+# of its train.py; lr and weight decay stay the paper's), with train.py's transforms (lines 16-20,
+# 69-77), in the order flip, crop, RandAugment, jitter, normalise, erase, Cutout (train.py: crop, flip)
 hflip = True              # random horizontal flip, p = 0.5 (train.py line 71)
 crop_scale = 1.0          # RandomResizedCrop(32, scale=(crop_scale, 1), ratio=(1, 1)) (train.py lines 16, 70); 1 = off
 ra_n = 2                  # RandAugment: ops per image (train.py lines 19, 72); 0 = off
@@ -82,9 +82,9 @@ lr = 3e-3                 # peak learning rate (Sec. 5.1)
 weight_decay = 0.01       # on weight matrices only (our choice, as nanoGPT; train.py line 102 decays every parameter)
 schedule = "onecycle"     # onecycle: linear 0 -> lr at warmup_frac -> lr/20 at 80% -> 0 at the end, set before every
                           # step (train.py lines 99-100, 114-115) | cosine: linear warmup, then cosine to 0 (v1)
-warmup_frac = 0.4         # fraction of the steps spent rising to the peak (train.py: 2E/5; v1: 0.05)
-label_smoothing = 0.0     # cross-entropy target smoothing in training (our choice: off, as train.py line 103;
-                          # timm's default 0.1; the paper is silent). The test loss is always unsmoothed
+warmup_frac = 0.4         # fraction of the steps rising to the peak (train.py: 2E/5; v1: 0.05)
+label_smoothing = 0.0     # cross-entropy label smoothing in training; the test loss is never smoothed (our
+                          # choice: off, as train.py line 103; timm's default: 0.1; the paper is silent)
 grad_clip = 0.0           # clip the global gradient norm to this; 0 = off (train.py lines 28, 123-125: off; v1: 1)
 recipe = "authors100"     # authors100 (the lines above) | authors | v1: the keys each sets, for those not given:
 RECIPES = {"authors100": {},
@@ -102,7 +102,7 @@ eval_batch_size = 1024    # test images per forward pass
 log_interval = 50         # steps between log lines
 out_dir = ""              # "" = out/vit-<dataset>-<init>-seed<seed>; a new run refuses a folder holding another run
 resume = False            # continue from <out_dir>/ckpt.pt (the same settings, up to device, compile and logging)
-stop_epoch = 0            # end this invocation after this epoch (0 = run to the end); resume it later
+stop_epoch = 0            # end this invocation after this epoch (0 = never); resume it later
 config_keys = [k for k, v in globals().items() if not k.startswith("_") and isinstance(v, (bool, int, float, str))]
 
 # -----------------------------------------------------------------------------------------------
@@ -186,17 +186,17 @@ class ViT(nn.Module):
 
     @torch.no_grad()
     def init_weights(self):
-        """The default init (timm's ViT, our reading of the paper's "default normal initialization"):
+        """The default init (timm's ViT; our reading of the paper's "default normal initialization"):
 
-        | tensor                          | init                                                    |
-        |---------------------------------|---------------------------------------------------------|
-        | patch_embed.weight, .bias       | PyTorch default U(+-1/sqrt(fan_in)), as timm's Conv2d    |
-        | every other Linear weight       | truncated normal, std 0.02 (timm)                        |
-        | every other Linear bias         | 0                                                       |
-        | cls_token                       | normal, std 1e-6 (timm)                                 |
-        | pos_embed (sinusoidal)          | pos_scale * sinusoids (Sec. 5.1, Fig. 4)                |
-        | pos_embed (learned)             | pos_scale * truncated normal, std 0.02 (timm)           |
-        | LayerNorm weight, bias          | 1, 0                                                    |
+        | tensor                    | init                                                   |
+        |---------------------------|--------------------------------------------------------|
+        | patch_embed.weight, .bias | PyTorch default U(+-1/sqrt(fan_in)), as timm's Conv2d  |
+        | every other Linear weight | truncated normal, std 0.02 (timm)                      |
+        | every other Linear bias   | 0                                                      |
+        | cls_token                 | normal, std 1e-6 (timm)                                |
+        | pos_embed (sinusoidal)    | pos_scale * sinusoids (Sec. 5.1, Fig. 4)               |
+        | pos_embed (learned)       | pos_scale * truncated normal, std 0.02 (timm)          |
+        | LayerNorm weight, bias    | 1, 0                                                   |
         """
         c = self.config
         for name, m in self.named_modules():
@@ -238,10 +238,10 @@ def mimetic_init_(qkv_weight, proj_weight, num_heads, alpha1=0.7, beta1=0.7, alp
                   generator=None, vo_sign=-1, init_qk=True, init_vo=True):
     """Mimetic init (Trockman & Kolter 2023, Sec. 4) of one self-attention layer, in place.
 
-    | product, as the layer applies it | target                                          | eqs        |
-    |----------------------------------|-------------------------------------------------|------------|
-    | W_V W_proj (d x d, one per layer) | a2 Z2 - b2 I, exactly (up to float rounding)    | 2, 3, 4    |
-    | W_Q^h W_K^h^T (d x d, per head h) | best rank-k approximation of a1 Z1^h + b1 I     | 1, 5, 6, 7 |
+    | product, as the layer applies it  | target                                       | eqs        |
+    |-----------------------------------|----------------------------------------------|------------|
+    | W_V W_proj (d x d, one per layer) | a2 Z2 - b2 I, exactly (up to float rounding) | 2, 3, 4    |
+    | W_Q^h W_K^h^T (d x d, per head h) | best rank-k approximation of a1 Z1^h + b1 I  | 1, 5, 6, 7 |
 
     Z1^h (afresh for every head) and Z2 have i.i.d. N(0, 1/d) entries, as the paper says for both. The rank-k
     truncation (Eckart-Young) weakens the diagonal: mean about 0.39, not 0.7, for a1 = b1 = 0.7 and k = d/3.
@@ -413,7 +413,7 @@ def augment(x, cfg, mean, std):
     B, _, H, W = x.shape
     if cfg.hflip:
         x = torch.where((torch.rand(B) < 0.5)[:, None, None, None], x.flip(-1), x)
-    before, after = [], []
+    before, after = nn.Sequential(), nn.Sequential()  # the transforms on uint8 and on normalised images
     if cfg.crop_scale < 1:
         before.append(T.RandomResizedCrop((H, W), scale=(cfg.crop_scale, 1.0), ratio=(1.0, 1.0)))
     if cfg.ra_n > 0:
@@ -422,8 +422,11 @@ def augment(x, cfg, mean, std):
         before.append(T.ColorJitter(cfg.jitter, cfg.jitter, cfg.jitter))
     if cfg.reprob > 0:
         after.append(T.RandomErasing(p=cfg.reprob))
-    before, after = T.Compose(before or [T.Identity()]), T.Compose(after or [T.Identity()])
-    x = torch.cat([after((before(chunk).float() / 255.0 - mean) / std) for chunk in x.split(cfg.ra_chunk)])
+    chunks = []
+    for chunk in x.split(cfg.ra_chunk):
+        chunk = before(chunk).float() / 255.0
+        chunks.append(after((chunk - mean) / std))
+    x = torch.cat(chunks)
     if cfg.cutout > 0:  # DeVries & Taylor 2017: zero (the mean) a square clipped at the border, centred anywhere
         cy, cx = torch.randint(H, (B, 1)), torch.randint(W, (B, 1))
         ys, xs = torch.arange(H), torch.arange(W)
@@ -450,7 +453,9 @@ class TrainBatches(torch.utils.data.Dataset):
 def train_loader(train_x, train_y, cfg, mean_std, dev):
     """A DataLoader over TrainBatches whose order is the list it returns, refilled by start_epoch; cfg.workers
     processes make the batches ahead of training, into pinned memory on CUDA."""
-    workers = cfg.workers if cfg.workers >= 0 else min(16, os.cpu_count() - 1) if dev.type == "cuda" else 1
+    workers = cfg.workers
+    if workers < 0:
+        workers = min(16, os.cpu_count() - 1) if dev.type == "cuda" else 1
     order = []
     loader = torch.utils.data.DataLoader(TrainBatches(train_x, train_y, cfg, mean_std), batch_size=None,
                                          sampler=order, num_workers=workers, pin_memory=dev.type == "cuda",

@@ -15,9 +15,8 @@ WikiText-103 (width 410, depth 16, heads 10, 50 epochs), data-parallel on 8 GPUs
 CPU quick run (the first 500,000 training characters, 2 epochs):
     python mimetic_lm.py --dataset=ptb_char --width=128 --depth=4 --heads=4 --seq_len=128 \
         --eval_stride=128 --batch_size=32 --train_subset=500000 --epochs=2
---help lists every key with its default and why. Side modes in extras/ import this file: figures.py draws the
-attention figures, sample.py writes text from a run, bench_lm.py measures tok/s, lm_qk_basis.py: our a1 = 0 ablation.
-README.md gives the results, each linked to its results file and log.
+--help lists every key, its default and why. README.md gives the results, each linked to its log. Side modes in
+extras/: figures.py (attention maps), sample.py (text), bench_lm.py (tok/s), lm_qk_basis.py (our a1 = 0 ablation).
 """
 
 import gc
@@ -52,7 +51,7 @@ width = 384               # embedding dimension d
 depth = 12                # number of Transformer blocks
 heads = 8                 # attention heads; head dimension k = width / heads
 mlp_ratio = 4             # MLP hidden width = mlp_ratio * width (the standard value; the paper gives none)
-pos_scale = 1.0           # g, multiplies the sinusoidal position embeddings (Fig. 4); 1 = Vaswani et al.
+pos_scale = 1.0           # g, scales the sinusoidal position embeddings (Fig. 4); 1 = Vaswani et al.
 dropout = 0.1             # on attention probabilities and both residual branches (Bai et al. 2018 char: 0.1)
 emb_dropout = 0.1         # elementwise, on the summed input embeddings (Bai et al. 2018 char "emb_dropout")
 word_dropout = 0.0        # Sec. 7's word-level embedding dropout: p of dropping a word's vector for a whole batch
@@ -71,7 +70,7 @@ train_subset = 0          # use only the first N training tokens (0 = all)
 seq_len = 400             # training context and evaluation window (Bai et al. 2018 char: 400, word: 80)
 eval_stride = 320         # new tokens scored per evaluation window, each with seq_len - eval_stride of context
 # optimisation (Sec. 7: "training setup identical to Bai et al. (2018)": 100 epochs, lr reduced on plateau)
-epochs = 100              # passes over the training set (Bai et al. 2018 and Sec. 7: 100)
+epochs = 100              # passes over the training set
 batch_size = 32           # sequences per step, over all processes (Bai et al. 2018 char: 32, word: 16)
 lr = 5e-4                 # AdamW peak learning rate (our choice: the paper names no optimizer; Bai et al. use SGD)
 weight_decay = 0.01       # applied to matrices only, not to biases and norms (our choice, as nanoGPT)
@@ -90,9 +89,7 @@ log_interval = 50         # steps between log lines
 out_dir = ""              # "" = out/lm-<dataset>-<init>-seed<seed>; a new run refuses a folder holding another run
 resume = False            # continue from <out_dir>/ckpt.pt (the same settings, up to device, compile and logging)
 stop_epoch = 0            # end this invocation after this epoch (0 = never); resume it later
-config_keys = [k for k, v in globals().items() if not k.startswith("_") and isinstance(v, (bool, int, float, str))]
-
-# per-dataset values of the keys above, used for the keys not given on the command line
+# PRESETS: each dataset's values of the keys above, for the keys not given on the command line
 _WORD = dict(dropout=0.45, emb_dropout=0.25,  # Bai et al. 2018 word-level PTB (TCN word_cnn defaults)
              word_dropout=0.1,                # our choice: AWD-LSTM's value (Merity et al. 2018)
              seq_len=80, eval_stride=40, batch_size=16, lr_decay=0.5, plateau_window=5)
@@ -100,6 +97,8 @@ PRESETS = {"ptb_char": {}, "ptb_word": _WORD,
            "wikitext2": _WORD,  # not in the paper; the word-level PTB setup on the next-larger corpus
            # Sec. 7: WikiText-103 with "the same hyperparameters", and its own width, depth, heads and epochs
            "wikitext103": {**_WORD, "width": 410, "depth": 16, "heads": 10, "epochs": 50}}
+config_keys = [k for k, v in globals().items() if not k.startswith("_") and isinstance(v, (bool, int, float, str))]
+
 # -----------------------------------------------------------------------------------------------
 # model
 
@@ -180,15 +179,15 @@ class TransformerLM(nn.Module):
     def init_weights(self):
         """The default init, before any mimetic init:
 
-        | tensor                         | init                                                                      |
-        |--------------------------------|---------------------------------------------------------------------------|
-        | wte.weight (= head.weight)     | normal, std d^-1/2, times sqrt(d) at the input (Vaswani et al., fairseq)  |
-        | wte.weight, with small_emb     | uniform in [-1e-4, 1e-4] (SmallInitEmb); tied: logits start near 0 (ours) |
-        | emb_norm (only with small_emb) | 1, 0; it replaces the sqrt(d) input scale (our choice)                    |
-        | every other Linear weight      | truncated normal, std 0.02 (as mimetic_vit.py)                            |
-        | every Linear bias              | 0                                                                         |
-        | pos_embed (buffer)             | pos_scale * sinusoids (Sec. 7, Fig. 4)                                    |
-        | LayerNorm weight, bias         | 1, 0                                                                      |
+        | tensor                     | init                                                        |
+        |----------------------------|-------------------------------------------------------------|
+        | wte.weight (= head.weight) | N(0, 1/d), x sqrt(d) at the input (Vaswani et al., fairseq) |
+        | wte.weight, with small_emb | U(-1e-4, 1e-4), SmallInitEmb; tied (ours): logits near 0    |
+        | emb_norm (small_emb only)  | 1, 0; it replaces the sqrt(d) input scale (our choice)      |
+        | every other Linear weight  | truncated normal, std 0.02 (as mimetic_vit.py)              |
+        | every Linear bias          | 0                                                           |
+        | pos_embed (buffer)         | pos_scale * sinusoids (Sec. 7, Fig. 4)                      |
+        | LayerNorm weight, bias     | 1, 0                                                        |
         """
         c = self.config
         for name, m in self.named_modules():
@@ -359,8 +358,7 @@ DATASETS = {  # name: (folder under data_dir, file name pattern, level)
     "ptb_char": ("ptb", "ptb.{}.txt", "char"),
     "ptb_word": ("ptb", "ptb.{}.txt", "word"),
     "wikitext2": ("wikitext-2", "wiki.{}.tokens", "word"),
-    "wikitext103": ("wikitext-103", "wiki.{}.tokens", "word"),
-}
+    "wikitext103": ("wikitext-103", "wiki.{}.tokens", "word")}
 SPLITS = ("train", "valid", "test")
 
 
@@ -558,7 +556,7 @@ def train(model, data, cfg, dev, amp, ckpt=None, rank=0, world=1):
     opt = make_optimizer(model, cfg.lr, cfg.weight_decay, dev)
     gen = torch.Generator().manual_seed(cfg.seed)  # data order: the same on every rank
     torch.manual_seed(cfg.seed + 1 + rank)         # dropout: its own stream per rank
-    state = restore(ckpt, opt, gen, dev, rank) if ckpt is not None else {  # a resumed run goes on bit for bit
+    state = restore(ckpt, opt, gen, dev, rank) if ckpt is not None else {
         "history": [], "lr_scale": 1.0, "best_val": math.inf}
     history = state["history"]
     net = torch.compile(model) if cfg.compile == "true" or (cfg.compile == "auto" and dev.type == "cuda") else model
@@ -570,7 +568,7 @@ def train(model, data, cfg, dev, amp, ckpt=None, rank=0, world=1):
         t0 = time.perf_counter()
         losses = torch.zeros(steps, device=dev)  # this epoch's losses, read only at log lines
         for i, (x, y) in enumerate(batches(train_ids, cfg.seq_len, cfg.batch_size, gen, rank, world)):
-            if step == first_step:  # forward and backward timed on slices of this batch: the run's cost, at once
+            if step == first_step:  # the run's cost, timed on slices of its first batch
                 progress.estimate(lambda n: forward_backward(model, x[:n], y[:n], amp)[0], model, len(x), steps)
             lr = get_lr(step, cfg.epochs * steps, cfg, state["lr_scale"])
             for group in opt.param_groups:
@@ -582,7 +580,7 @@ def train(model, data, cfg, dev, amp, ckpt=None, rank=0, world=1):
             opt.zero_grad(set_to_none=True)
             step += 1
             losses[i] = loss.detach()
-            progress.update(step, loss)  # on a terminal only: one line, rewritten in place
+            progress.update(step, loss)
             if step % cfg.log_interval == 0 or i == steps - 1:  # loss: the last log_interval steps
                 recent = mean_over_ranks(losses[max(0, i + 1 - cfg.log_interval):i + 1], world)
                 progress.print(f"step {step}/{cfg.epochs * steps} | epoch {epoch} | loss {recent:.4f} | "
@@ -615,7 +613,7 @@ def train(model, data, cfg, dev, amp, ckpt=None, rank=0, world=1):
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     cfg = parse_config(argv)                     # a user's mistake ends here, with one error line
-    dev, amp, prec = device_and_precision(cfg)   # bf16 autocast on CUDA, fp32 elsewhere; the loss is fp32
+    dev, amp, prec = device_and_precision(cfg)   # bf16 autocast on CUDA, else fp32; the loss is fp32
     rank, world, dev = setup_distributed(dev)    # (0, 1, dev) unless started by torchrun
     print("config: " + " ".join(f"{k}={v}" for k, v in vars(cfg).items()))
     ckpt = open_run(cfg)                         # None for a new run; --resume: the checkpoint, of this config
@@ -630,8 +628,7 @@ def main(argv=None):
     history = train(model, (vocab, ids), cfg, dev, amp, ckpt, rank, world)
     if history is None:  # stopped by --stop_epoch
         return None
-    # the final numbers come from the best-validation weights (as Bai et al.'s word_cnn; their char_cnn tests the
-    # last epoch's model)
+    # the final numbers: the best-validation weights (as Bai et al.'s word_cnn; their char_cnn tests the last epoch)
     model.load_state_dict(load_checkpoint(os.path.join(cfg.out_dir, "best.pt"))["model"])
     level = DATASETS[cfg.dataset][2]
     val, test = (evaluate(model, ids[s], cfg.seq_len, cfg.eval_stride, cfg.eval_batch_size, amp, rank, world)
@@ -664,7 +661,7 @@ RESUME_FREE = {"resume", "stop_epoch", "compile", "device", "eval_batch_size", "
 
 
 def parse_config(argv):
-    """The config globals, overridden by --key=value in the default's type; a user's mistake is one `error:` line."""
+    """The config globals, overridden by --key=value; a user's mistake is one `error:` line."""
     if "-h" in argv or "--help" in argv:  # the config block above: every key, its default and why
         with open(__file__, encoding="utf-8") as f:
             keys = f.read().split("\n# config:")[1].split("\nconfig_keys =")[0]
@@ -732,9 +729,9 @@ def load_checkpoint(path):
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as e:  # what weights_only raises, with a long message, also for damaged bytes
-        raise SystemExit(f"error: {path} is not a readable checkpoint: its bytes are damaged, or it holds objects "
-                         f"other than tensors, numbers, strings and containers (this program's never do), so it is not "
-                         f"loaded: put back a good copy, or start afresh with another --out_dir") from e
+        raise SystemExit(f"error: {path} is not a readable checkpoint: damaged, or holding objects other than tensors, "
+                         f"numbers, strings and containers (this program's never do): put back a good copy, or start "
+                         f"afresh with another --out_dir") from e
     except Exception as e:  # truncated or overwritten: torch raises many kinds; repr keeps it one line
         raise SystemExit(f"error: {path} is not a readable checkpoint ({e!r}): put back a good copy, or start "
                          f"afresh with another --out_dir") from e
@@ -789,7 +786,7 @@ def save_atomic(obj, path):
 
 def device_and_precision(cfg):
     """(device, autocast context, precision name): "" picks cuda, then mps, then cpu; auto is bf16 on CUDA."""
-    mps = hasattr(torch.backends, "mps") and torch.backends.mps.is_available()
+    mps = torch.backends.mps.is_available()
     dev = torch.device(cfg.device or ("cuda" if torch.cuda.is_available() else "mps" if mps else "cpu"))
     if cfg.precision == "fp32" or (cfg.precision == "auto" and dev.type != "cuda"):
         return dev, nullcontext(), "fp32"

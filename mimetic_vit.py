@@ -11,8 +11,7 @@ Run (GPU, downloads CIFAR-10 into ./data, the paper's ViT-Tiny for 100 epochs, m
     python mimetic_vit.py --init=default             # the same model and pipeline without it
 CPU quick run, the laptop recipe (all 50,000 training images, 2 epochs):
     python mimetic_vit.py --width=96 --depth=4 --heads=3 --patch_size=4 --epochs=2 --batch_size=128
---help lists every key with its default and why; extras/figures.py draws Figs. 1-2.
-README.md gives the results, each linked to its results file and log.
+--help lists every key, its default and why. README.md gives the results, each linked to its log.
 """
 
 import json
@@ -43,7 +42,7 @@ from einops import rearrange
 width = 192               # embedding dimension d
 depth = 12                # number of Transformer blocks
 heads = 3                 # attention heads; head dimension k = width / heads
-patch_size = 2            # Sec. 5.1: patch 2 on 32x32 inputs, so 256 patches and a class token
+patch_size = 2            # patch side in pixels: 256 patches of a 32x32 image, and a class token
 mlp_ratio = 4             # MLP hidden width = mlp_ratio * width (the standard ViT value)
 pos_emb = "sinusoidal"    # sinusoidal (Sec. 5.1) | learned (Table 2 "random pos. embeddings")
 pos_scale = 1.0           # g, scales the position embeddings (Fig. 4); 1 = standard (our choice)
@@ -77,14 +76,13 @@ workers = -1              # processes augmenting beside training; -1 = CPU cores
                           # 0 = in the main process (our choice; train.py line 31: 2). The batches do not depend on it
 # optimisation (Sec. 5.1: batch 512, AdamW, lr 3e-3, weight decay 0.01, 100 epochs)
 epochs = 100              # passes over the training set
-batch_size = 512          # images per step (Sec. 5.1)
-lr = 3e-3                 # peak learning rate (Sec. 5.1)
+batch_size = 512          # images per step
+lr = 3e-3                 # peak learning rate
 weight_decay = 0.01       # on weight matrices only (our choice, as nanoGPT; train.py line 102 decays every parameter)
 schedule = "onecycle"     # onecycle: linear 0 -> lr at warmup_frac -> lr/20 at 80% -> 0 at the end, set before every
                           # step (train.py lines 99-100, 114-115) | cosine: linear warmup, then cosine to 0 (v1)
 warmup_frac = 0.4         # fraction of the steps rising to the peak (train.py: 2E/5; v1: 0.05)
-label_smoothing = 0.0     # cross-entropy label smoothing in training; the test loss is never smoothed (our
-                          # choice: off, as train.py line 103; timm's default: 0.1; the paper is silent)
+label_smoothing = 0.0     # of the training loss, not the test loss (our choice: off, as train.py line 103)
 grad_clip = 0.0           # clip the global gradient norm to this; 0 = off (train.py lines 28, 123-125: off; v1: 1)
 recipe = "authors100"     # authors100 (the lines above) | authors | v1: the keys each sets, for those not given:
 RECIPES = {"authors100": {},
@@ -172,8 +170,7 @@ class ViT(nn.Module):
         self.config = c = config
         self.patch_embed = nn.Linear(c.in_channels * c.patch_size ** 2, c.width)
         self.cls_token = nn.Parameter(torch.zeros(1, 1, c.width))
-        # position embeddings P (N, d), class token at index 0, patches in raster order after it:
-        # 1D sinusoids over the token index (our choice; the paper does not say 1D or 2D)
+        # position embeddings P (N, d) by token index: class token, then patches in raster order (1D: our choice)
         pos = torch.zeros(1, c.num_tokens, c.width)
         if c.pos_trainable:
             self.pos_embed = nn.Parameter(pos)
@@ -349,13 +346,12 @@ def build_model(cfg, num_classes):
 
 
 # -----------------------------------------------------------------------------------------------
-# data: a dataset lives whole in memory as uint8 (N, 3, 32, 32). Training batches are augmented per image on the
-# CPU (at the images' own size, so that the transforms keep their CIFAR meaning), beside training in DataLoader
-# workers, then moved to the device and resized to image_size (Table 7). Test images live on the device.
+# data: a dataset lives in memory as uint8 (N, 3, 32, 32). DataLoader workers augment the training batches on
+# the CPU beside training, at the images' own size (so that the transforms keep their CIFAR meaning); on the
+# device they are resized to image_size (Table 7). Test images live on the device.
 DATASETS = {  # name: (folder in the official python layout, file names, label key, classes)
     "cifar10": ("cifar-10-batches-py", [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"], "labels", 10),
-    "cifar100": ("cifar-100-python", ["train", "test"], "fine_labels", 100),
-}
+    "cifar100": ("cifar-100-python", ["train", "test"], "fine_labels", 100)}
 MEAN_STD = {"cifar10": ((0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)),
             "cifar100": ((0.5071, 0.4865, 0.4409), (0.2673, 0.2564, 0.2762))}
 
@@ -388,8 +384,7 @@ def load_dataset(name, root):
 
 
 def download(name, root, base, missing):
-    """torchvision's download of the official python version into <root>/<folder>/; offline (a 5 s connect), one
-    error line."""
+    """torchvision's download into <root>/<folder>/; offline (a 5 s connect), one error line."""
     tv = torchvision.datasets.CIFAR10 if name == "cifar10" else torchvision.datasets.CIFAR100
     host = urlparse(tv.url).hostname
     try:
@@ -413,7 +408,7 @@ def augment(x, cfg, mean, std):
     B, _, H, W = x.shape
     if cfg.hflip:
         x = torch.where((torch.rand(B) < 0.5)[:, None, None, None], x.flip(-1), x)
-    before, after = nn.Sequential(), nn.Sequential()  # the transforms on uint8 and on normalised images
+    before, after = nn.Sequential(), nn.Sequential()  # empty: the identity
     if cfg.crop_scale < 1:
         before.append(T.RandomResizedCrop((H, W), scale=(cfg.crop_scale, 1.0), ratio=(1.0, 1.0)))
     if cfg.ra_n > 0:
@@ -515,16 +510,14 @@ def make_optimizer(model, lr, weight_decay, dev):
     decay, no_decay = [], []
     for n, p in model.named_parameters():
         (decay if p.dim() >= 2 and n not in ("pos_embed", "cls_token") else no_decay).append(p)
-    return torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay},
-                              {"params": no_decay, "weight_decay": 0.0}], lr=lr, betas=(0.9, 0.999),
-                             fused=dev.type == "cuda")
+    groups = [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.999), fused=dev.type == "cuda")
 
 
 def get_lr(step, total_steps, cfg):
-    """The learning rate set before step `step` (0-based) of total_steps. onecycle: train.py's
-    np.interp(t, [0, 2E/5, 4E/5, E], [0, lr, lr/20, 0]) at t = epochs done after this step (lines 99-100,
-    114-115), with 2E/5 = warmup_frac * E; so the last step runs at 0. cosine (v1): a linear warmup over
-    warmup_frac of the steps, then cosine decay to 0."""
+    """The learning rate set before step `step` (0-based) of total_steps, by cfg.schedule. onecycle: train.py's
+    np.interp(t, [0, 2E/5, 4E/5, E], [0, lr, lr/20, 0]) at t = epochs done after this step, 2E/5 = warmup_frac * E
+    (so the last step runs at 0)."""
     if cfg.schedule == "onecycle":
         t = (step + 1) / total_steps
         knots = [(0.0, 0.0), (cfg.warmup_frac, cfg.lr), (0.8, cfg.lr / 20), (1.0, 0.0)]
@@ -561,7 +554,7 @@ def train(model, data, mean_std, cfg, dev, amp, ckpt=None):
         raise SystemExit(f"error: {len(train_x):,} training images but batch_size {cfg.batch_size}: lower --batch_size")
     opt = make_optimizer(model, cfg.lr, cfg.weight_decay, dev)
     gen = torch.Generator().manual_seed(cfg.seed)  # the data order and each batch's augmentation seed
-    state = restore(ckpt, opt, gen, dev) if ckpt is not None else {"history": []}  # a resumed run goes on bit for bit
+    state = restore(ckpt, opt, gen, dev) if ckpt is not None else {"history": []}
     history = state["history"]
     net = torch.compile(model) if cfg.compile == "true" or (cfg.compile == "auto" and dev.type == "cuda") else model
     loader, order = train_loader(train_x, train_y, cfg, mean_std, dev)
@@ -575,7 +568,7 @@ def train(model, data, mean_std, cfg, dev, amp, ckpt=None):
         for i, (xb, yb) in enumerate(batches):
             xb = resize(xb.to(dev, non_blocking=True), model.config.image_size)
             yb = yb.to(dev, non_blocking=True)
-            if step == first_step:  # forward and backward timed on slices of this batch: the run's cost, at once
+            if step == first_step:  # the run's cost, timed on slices of its first batch
                 progress.estimate(lambda n: forward_backward(model, xb[:n], yb[:n], amp)[0], model, len(xb), steps)
             lr = get_lr(step, cfg.epochs * steps, cfg)
             for group in opt.param_groups:
@@ -588,14 +581,14 @@ def train(model, data, mean_std, cfg, dev, amp, ckpt=None):
             step += 1
             n = torch.full((), len(yb), device=dev)  # a fill on the device: no copy, no wait
             sums += torch.stack([loss.detach() * len(yb), (logits.argmax(-1) == yb).sum(), n])
-            progress.update(step, loss)  # on a terminal only: one line, rewritten in place
+            progress.update(step, loss)
             if step % cfg.log_interval == 0 or i == steps - 1:
                 loss_sum, hits, n = sums[1].tolist()  # the only wait for the device between log lines
                 progress.print(f"step {step}/{cfg.epochs * steps} | epoch {epoch} | loss {loss_sum / n:.4f} | "
                                f"acc {100 * hits / n:.1f} | lr {lr:.1e}", step)
                 sums[1] = 0
         loss_sum, hits, n = sums[0].tolist()
-        data_rng = gen.get_state()  # what the checkpoint holds: the data stream before the next epoch's draws
+        data_rng = gen.get_state()  # for the checkpoint: before the next epoch's draws
         if epoch not in (cfg.epochs, cfg.stop_epoch):  # the workers make its first batches during the evaluation
             batches = start_epoch(loader, order, gen, cfg.batch_size, steps)
         test_loss, test_acc = evaluate(model, test_x, test_y, *test_stats, cfg.eval_batch_size, amp)
@@ -620,7 +613,7 @@ def train(model, data, mean_std, cfg, dev, amp, ckpt=None):
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     cfg = parse_config(argv)                     # a user's mistake ends here, with one error line
-    dev, amp, prec = device_and_precision(cfg)   # bf16 autocast on CUDA, fp32 elsewhere; the loss is fp32
+    dev, amp, prec = device_and_precision(cfg)   # bf16 autocast on CUDA, else fp32; the loss is fp32
     print("config: " + " ".join(f"{k}={v}" for k, v in vars(cfg).items()))
     ckpt = open_run(cfg)                         # None for a new run; --resume: the checkpoint, of this config
     train_x, train_y, test_x, test_y = load_dataset(cfg.dataset, cfg.data_dir)
@@ -652,7 +645,7 @@ RESUME_FREE = {"resume", "stop_epoch", "compile", "device", "eval_batch_size", "
 
 
 def parse_config(argv):
-    """The config globals, overridden by --key=value in the default's type; a user's mistake is one `error:` line."""
+    """The config globals, overridden by --key=value; a user's mistake is one `error:` line."""
     if "-h" in argv or "--help" in argv:  # the config block above: every key, its default and why
         with open(__file__, encoding="utf-8") as f:
             keys = f.read().split("\n# config:")[1].split("\nconfig_keys =")[0]
@@ -723,17 +716,16 @@ def load_checkpoint(path):
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as e:  # what weights_only raises, with a long message, also for damaged bytes
-        raise SystemExit(f"error: {path} is not a readable checkpoint: its bytes are damaged, or it holds objects "
-                         f"other than tensors, numbers, strings and containers (this program's never do), so it is not "
-                         f"loaded: put back a good copy, or start afresh with another --out_dir") from e
+        raise SystemExit(f"error: {path} is not a readable checkpoint: damaged, or holding objects other than tensors, "
+                         f"numbers, strings and containers (this program's never do): put back a good copy, or start "
+                         f"afresh with another --out_dir") from e
     except Exception as e:  # truncated or overwritten: torch raises many kinds; repr keeps it one line
         raise SystemExit(f"error: {path} is not a readable checkpoint ({e!r}): put back a good copy, or start "
                          f"afresh with another --out_dir") from e
 
 
 def save_checkpoint(cfg, model, opt, data_rng, state, dev):
-    """<out_dir>/ckpt.pt: the uncompiled model, the optimizer, the random streams (data_rng: the data order's,
-    before the next epoch's draws), the state and the config."""
+    """<out_dir>/ckpt.pt: uncompiled model, optimizer, random streams (data_rng: the data order's), state, config."""
     rng = [(torch.get_rng_state(), torch.cuda.get_rng_state(dev) if dev.type == "cuda" else None)]  # one process
     save_atomic({"model": model.state_dict(), "epoch": len(state["history"]), "optimizer": opt.state_dict(),
                  "data_rng": data_rng, "rng": rng, **state, "config": vars(cfg)},
@@ -772,7 +764,7 @@ def save_atomic(obj, path):
 
 def device_and_precision(cfg):
     """(device, autocast context, precision name): "" picks cuda, then mps, then cpu; auto is bf16 on CUDA."""
-    mps = hasattr(torch.backends, "mps") and torch.backends.mps.is_available()
+    mps = torch.backends.mps.is_available()
     dev = torch.device(cfg.device or ("cuda" if torch.cuda.is_available() else "mps" if mps else "cpu"))
     if cfg.precision == "fp32" or (cfg.precision == "auto" and dev.type != "cuda"):
         return dev, nullcontext(), "fp32"

@@ -44,7 +44,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from einops import rearrange
 
-# -----------------------------------------------------------------------------------------------
+# -----------------------------------------------------------------------------
 # config: plain globals, each overridable as --key=value (parsed in main(), never at import)
 # model (Sec. 7: PTB width 384, 12 layers, 8 heads; WikiText-103 width 410, 16 layers, 10 heads)
 width = 384               # embedding dimension d
@@ -99,7 +99,7 @@ PRESETS = {"ptb_char": {}, "ptb_word": _WORD,
            "wikitext103": {**_WORD, "width": 410, "depth": 16, "heads": 10, "epochs": 50}}
 config_keys = [k for k, v in globals().items() if not k.startswith("_") and isinstance(v, (bool, int, float, str))]
 
-# -----------------------------------------------------------------------------------------------
+# -----------------------------------------------------------------------------
 # model
 
 
@@ -233,7 +233,7 @@ def model_config(cfg, vocab_size):
                     word_dropout=cfg.word_dropout, pos_scale=cfg.pos_scale, small_emb=cfg.small_emb)
 
 
-# -----------------------------------------------------------------------------------------------
+# -----------------------------------------------------------------------------
 # mimetic initialization (Sec. 4). Depends on torch alone: copy this function into your own model.
 
 @torch.no_grad()
@@ -320,9 +320,8 @@ def simple_init_(qkv_weight, proj_weight, num_heads, generator=None):
 
 @torch.no_grad()
 def init_attention_(model, init, alpha1, beta1, alpha2, beta2, vo_sign=-1, generator=None):
-    """Every block's attention, after the default init and before torch.compile. init: mimetic (both products)
-    | qk (only W_Q, W_K) | vo (only W_V, W_proj) | default (none): Table 2's arms, which all draw the same noise;
-    simple: Sec. 4's simplest technique. The SVDs run on one thread: the same bits whatever the thread count."""
+    """Every block's attention, after the default init and before torch.compile, by the --init arm (INITS; Table
+    2's arms draw the same noise). The SVDs run on one thread: the same bits whatever the thread count."""
     if init == "default":
         return
     threads = torch.get_num_threads()
@@ -351,9 +350,8 @@ def build_model(cfg, vocab_size):
     return model
 
 
-# -----------------------------------------------------------------------------------------------
+# -----------------------------------------------------------------------------
 # data: each split one long stream of token ids (int32), read and tokenised on every run (under DDP by every process)
-
 DATASETS = {  # name: (folder under data_dir, file name pattern, level)
     "ptb_char": ("ptb", "ptb.{}.txt", "char"),
     "ptb_word": ("ptb", "ptb.{}.txt", "word"),
@@ -425,11 +423,10 @@ def tokenize(texts, level):
 
     word: every line is line.split() + ["<eos>"], and the vocabulary is in order of first appearance
         over train, valid, test (pytorch/examples word_language_model, TCN word_cnn).
-    char: Bai et al. 2018 (locuslab/TCN char_cnn, which reads PTB through edwardlib/observations ptb.py):
-        the word-level file as one string with every "\\n" replaced by "<eos>", split into single
-        characters, so "<eos>" is the five characters < e o s >; the vocabulary is the characters in
-        order of first appearance over train + " " + valid + " " + test. (Mikolov's ptb.char.* files,
-        words spelt out with "_" between them, are the other common character-level PTB; not used here.)"""
+    char: Bai et al. 2018 (locuslab/TCN char_cnn, reading PTB through edwardlib/observations ptb.py): the
+        word-level file as one string, every "\\n" replaced by "<eos>", split into characters (so "<eos>" is
+        five: < e o s >); the vocabulary in order of first appearance over train + " " + valid + " " + test.
+        Not Mikolov's ptb.char.* files, the other common character-level PTB (words spelt out, "_" between)."""
     if level == "char":
         streams = {s: t.replace("\n", "<eos>") for s, t in texts.items()}  # strings: read character by character
         vocab = list(dict.fromkeys(" ".join(streams[s] for s in SPLITS)))
@@ -442,9 +439,8 @@ def tokenize(texts, level):
 
 
 def batches(train_ids, seq_len, batch_size, gen, rank=0, world=1):
-    """One epoch (our choice): every training token once, in sequences of seq_len + 1 tokens (inputs, targets)
-    from a random offset, in random order, batch_size a step (rank r: the r-th slice); the last partial batch
-    is dropped. Yields (x, y), each (batch_size / world, seq_len)."""
+    """One epoch (our choice): sequences of seq_len + 1 tokens from a random offset, in random order, batch_size a
+    step (rank r: the r-th slice; the last partial batch dropped). Yields (x, y), each (batch_size / world, seq_len)."""
     L, b = seq_len, batch_size // world
     offset = torch.randint(L, (), generator=gen).item()
     perm = torch.randperm((len(train_ids) - 1 - L) // L, generator=gen).to(train_ids.device)
@@ -455,7 +451,7 @@ def batches(train_ids, seq_len, batch_size, gen, rank=0, world=1):
         yield chunk[:, :-1], chunk[:, 1:]
 
 
-# -----------------------------------------------------------------------------------------------
+# -----------------------------------------------------------------------------
 # evaluation
 
 def metric(loss, level):
@@ -467,11 +463,10 @@ def metric(loss, level):
 def evaluate(model, data, seq_len, stride, batch, amp, rank=0, world=1):
     """Exact mean next-token loss in nats over a whole split, read in order (a sliding window; our choice).
 
-    Every token after the first is scored exactly once. The targets are cut into chunks of `stride` tokens; each
-    chunk is scored in a window of up to seq_len inputs ending just before its last token, so every scored token
-    sees at least seq_len - stride earlier tokens (all of them near the start). stride = seq_len gives contiguous,
-    non-overlapping segments. Under DDP each rank takes every world-th window and the sums are all-reduced.
-    train() passes the uncompiled model: the last, smaller batch would make torch.compile compile again."""
+    Every token after the first is scored once. The targets are cut into chunks of `stride` tokens, each scored
+    in a window of up to seq_len inputs ending just before its last token, so every scored token sees at least
+    seq_len - stride earlier tokens (all of them near the start). Under DDP each rank takes every world-th window
+    and the sums are all-reduced. train() passes the uncompiled model: the last, smaller batch would recompile it."""
     model.eval()
     data = data.to(next(model.parameters()).device)
     n = len(data)
@@ -496,7 +491,7 @@ def evaluate(model, data, seq_len, stride, batch, amp, rank=0, world=1):
     return loss.item() / count.item()
 
 
-# -----------------------------------------------------------------------------------------------
+# -----------------------------------------------------------------------------
 # optimizer and schedule (our choice of optimizer and warmup; the plateau rule is Bai et al. 2018's)
 
 def make_optimizer(model, lr, weight_decay, dev):
@@ -507,8 +502,7 @@ def make_optimizer(model, lr, weight_decay, dev):
 
 
 def get_lr(step, total_steps, cfg, scale):
-    """The learning rate set before step `step` (0-based) of total_steps: a linear warmup to cfg.lr over
-    warmup_frac of the steps, times the plateau rule's scale."""
+    """The learning rate set before step `step` (0-based) of total_steps: a linear warmup, times the plateau `scale`."""
     warmup_steps = max(1, round(cfg.warmup_frac * total_steps))
     return cfg.lr * scale * min(1.0, (step + 1) / warmup_steps)
 
@@ -523,12 +517,11 @@ def plateau_factor(history, val_loss, cfg, level):
     return cfg.lr_decay if worse else 1.0
 
 
-# -----------------------------------------------------------------------------------------------
+# -----------------------------------------------------------------------------
 # training
 
 def forward_backward(net, x, y, amp):
-    """One batch's loss (in fp32, whatever the precision; over every position, our choice), its gradients,
-    the logits."""
+    """One batch's loss (in fp32, whatever the precision; every position: our choice), its gradients, the logits."""
     with amp:
         logits = net(x)
     loss = F.cross_entropy(logits.float().flatten(0, 1), y.flatten())
@@ -607,7 +600,7 @@ def train(model, data, cfg, dev, amp, ckpt=None, rank=0, world=1):
     return history
 
 
-# -----------------------------------------------------------------------------------------------
+# -----------------------------------------------------------------------------
 # main
 
 def main(argv=None):
@@ -652,7 +645,7 @@ def main(argv=None):
     return results
 
 
-# ===============================================================================================
+# =============================================================================
 # tail: machinery the paper does not define (arguments, run folder, checkpoints and results, device, progress)
 CHOICES = {"init": INITS, "dataset": tuple(DATASETS), "vo_sign": (-1, 1), "precision": ("auto", "bf16", "fp32"),
            "compile": ("auto", "true", "false")}
@@ -684,8 +677,7 @@ def parse_config(argv):
 
 
 def parse_args(argv, defaults):
-    """{key: value} of the --key=value arguments, each in its default's type; a user's mistake is one `error:` line.
-    The scripts in extras/ parse their own keys with it."""
+    """{key: value} of --key=value arguments in their defaults' types (extras/ too); a mistake is one `error:` line."""
     given = {}
     for arg in argv:
         key, eq, text = arg.removeprefix("--").partition("=")
@@ -795,8 +787,7 @@ def device_and_precision(cfg):
 
 
 def setup_distributed(dev):
-    """(rank, world size, device). Under torchrun (WORLD_SIZE > 1): join the process group (NCCL on GPUs, gloo
-    on CPUs), take cuda:LOCAL_RANK, and leave the log to rank 0."""
+    """(rank, world size, device); under torchrun, join the process group (NCCL; CPUs: gloo) on cuda:LOCAL_RANK."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world == 1:
         return 0, 1, dev
@@ -825,8 +816,7 @@ QUICK_RUN = ("python mimetic_lm.py --dataset=ptb_char --width=128 --depth=4 --he
 
 
 class Progress:
-    """What a run costs: an estimate before step 1, then the speed and time left on each log line and, on a
-    terminal only, on one line rewritten in place between them."""
+    """What a run costs: an estimate before step 1, then speed and time left per log line (and between, on a tty)."""
 
     def __init__(self, total_steps, per_step, unit, step):  # per_step `unit`s a step; from step `step` on
         self.total, self.per_step, self.unit, self.start = total_steps, per_step, unit, (step, time.perf_counter())

@@ -36,7 +36,7 @@ import torchvision
 import torchvision.transforms.v2 as T
 from einops import rearrange
 
-# -----------------------------------------------------------------------------------------------
+# -----------------------------------------------------------------------------
 # config: plain globals, each overridable as --key=value (parsed in main(), never at import)
 # model (Sec. 5.1: ViT-Tiny = width 192, depth 12, 3 heads, patch 2 on 32x32 inputs)
 width = 192               # embedding dimension d
@@ -103,7 +103,7 @@ resume = False            # continue from <out_dir>/ckpt.pt (the same settings, 
 stop_epoch = 0            # end this invocation after this epoch (0 = never); resume it later
 config_keys = [k for k, v in globals().items() if not k.startswith("_") and isinstance(v, (bool, int, float, str))]
 
-# -----------------------------------------------------------------------------------------------
+# -----------------------------------------------------------------------------
 # model
 
 
@@ -227,7 +227,7 @@ def model_config(cfg, num_classes):
                      pos_emb=cfg.pos_emb, pos_scale=cfg.pos_scale, pos_trainable=cfg.pos_trainable)
 
 
-# -----------------------------------------------------------------------------------------------
+# -----------------------------------------------------------------------------
 # mimetic initialization (Sec. 4). Depends on torch alone: copy this function into your own model.
 
 @torch.no_grad()
@@ -314,9 +314,8 @@ def simple_init_(qkv_weight, proj_weight, num_heads, generator=None):
 
 @torch.no_grad()
 def init_attention_(model, init, alpha1, beta1, alpha2, beta2, vo_sign=-1, generator=None):
-    """Every block's attention, after the default init and before torch.compile. init: mimetic (both products)
-    | qk (only W_Q, W_K) | vo (only W_V, W_proj) | default (none): Table 2's arms, which all draw the same noise;
-    simple: Sec. 4's simplest technique. The SVDs run on one thread: the same bits whatever the thread count."""
+    """Every block's attention, after the default init and before torch.compile, by the --init arm (INITS; Table
+    2's arms draw the same noise). The SVDs run on one thread: the same bits whatever the thread count."""
     if init == "default":
         return
     threads = torch.get_num_threads()
@@ -345,7 +344,7 @@ def build_model(cfg, num_classes):
     return model
 
 
-# -----------------------------------------------------------------------------------------------
+# -----------------------------------------------------------------------------
 # data: a dataset lives in memory as uint8 (N, 3, 32, 32). DataLoader workers augment the training batches on
 # the CPU beside training, at the images' own size (so that the transforms keep their CIFAR meaning); on the
 # device they are resized to image_size (Table 7). Test images live on the device.
@@ -357,8 +356,7 @@ MEAN_STD = {"cifar10": ((0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)),
 
 
 def load_dataset(name, root):
-    """(train_x, train_y, test_x, test_y): uint8 (N, 3, 32, 32) and int64 (N,) CPU tensors from the official python
-    layout in <root>/<folder>/, downloaded when missing; a file that cannot be read stops the run, naming it."""
+    """(train_x, train_y, test_x, test_y): uint8 (N, 3, 32, 32) and int64 (N,) CPU tensors; downloaded when missing."""
     folder, files, key, classes = DATASETS[name]
     base = os.path.join(root, folder)
     missing = [f for f in files if not os.path.exists(os.path.join(base, f))]
@@ -378,9 +376,8 @@ def load_dataset(name, root):
         if len(ys[-1]) == 0 or len(ys[-1]) != len(xs[-1]):
             raise SystemExit(f"error: {path} holds {len(xs[-1])} images and {len(ys[-1])} labels: copy it again, "
                              f"or delete it to download it afresh")
-    train_x, train_y, test_x, test_y = torch.cat(xs[:-1]), torch.cat(ys[:-1]), xs[-1], ys[-1]  # the last: test
-    print(f"data: {name} ({classes} classes) | train {len(train_y):,} images | test {len(test_y):,} images")
-    return train_x, train_y, test_x, test_y
+    print(f"data: {name} ({classes} classes) | train {sum(map(len, ys[:-1])):,} images | test {len(ys[-1]):,} images")
+    return torch.cat(xs[:-1]), torch.cat(ys[:-1]), xs[-1], ys[-1]  # the last file is the test set
 
 
 def download(name, root, base, missing):
@@ -402,9 +399,8 @@ def norm_stats(mean_std, dev):
 
 
 def augment(x, cfg, mean, std):
-    """uint8 (B, 3, H, W) -> normalised float (B, 3, H, W), every draw from torch's global RNG: a flip per image,
-    then torchvision's public transforms (RandomResizedCrop, RandAugment, ColorJitter; after normalising,
-    RandomErasing), which draw once a call: called on each chunk of cfg.ra_chunk images (1: per image); Cutout."""
+    """uint8 (B, 3, H, W) -> normalised float, every draw from torch's RNG: a flip per image; torchvision's crop,
+    RandAugment, jitter and (after normalising) erasing, which draw once a call, per cfg.ra_chunk images; Cutout."""
     B, _, H, W = x.shape
     if cfg.hflip:
         x = torch.where((torch.rand(B) < 0.5)[:, None, None, None], x.flip(-1), x)
@@ -446,8 +442,7 @@ class TrainBatches(torch.utils.data.Dataset):
 
 
 def train_loader(train_x, train_y, cfg, mean_std, dev):
-    """A DataLoader over TrainBatches whose order is the list it returns, refilled by start_epoch; cfg.workers
-    processes make the batches ahead of training, into pinned memory on CUDA."""
+    """A DataLoader over TrainBatches, in the order of the list it returns (start_epoch fills it); cfg.workers."""
     workers = cfg.workers
     if workers < 0:
         workers = min(16, os.cpu_count() - 1) if dev.type == "cuda" else 1
@@ -460,8 +455,7 @@ def train_loader(train_x, train_y, cfg, mean_std, dev):
 
 
 def start_epoch(loader, order, gen, batch_size, steps):
-    """The next epoch's batches: a permutation of the training set and a seed per batch drawn from gen, into the
-    loader's order. Returns its iterator, for which the workers start making batches at once."""
+    """The next epoch: a permutation and a seed per batch from gen, into the loader's order; its iterator, started."""
     perm = torch.randperm(len(loader.dataset.x), generator=gen)
     seeds = torch.randint(2 ** 62, (steps,), generator=gen).tolist()
     order[:] = [(perm[i * batch_size:(i + 1) * batch_size], seeds[i]) for i in range(steps)]
@@ -469,8 +463,7 @@ def start_epoch(loader, order, gen, batch_size, steps):
 
 
 def resize(x, size):
-    """Normalised float (B, 3, H, W) -> (B, 3, size, size), bilinear (our choice: the paper does not say
-    how Table 7's 64-256 pixel inputs were made from CIFAR); the batch itself when already that size."""
+    """Normalised (B, 3, H, W) -> (B, 3, size, size), bilinear (our choice: Table 7 does not say how it resized)."""
     if x.shape[-2:] == (size, size):
         return x
     return F.interpolate(x, size=(size, size), mode="bilinear", antialias=x.shape[-1] > size)
@@ -481,13 +474,13 @@ def to_input(x, mean, std, size):
     return resize((x.float() / 255.0 - mean) / std, size)
 
 
-# -----------------------------------------------------------------------------------------------
+# -----------------------------------------------------------------------------
 # evaluation
 
 @torch.no_grad()
 def evaluate(model, x, y, mean, std, batch, amp):
     """Full pass over (x, y) without augmentation: (mean loss, accuracy in %). train() passes the uncompiled model:
-    the last, smaller batch would make torch.compile compile again."""
+    the last, smaller batch would recompile it."""
     model.eval()
     loss, correct = torch.zeros((), device=x.device), torch.zeros((), device=x.device)
     for i in range(0, len(x), batch):
@@ -500,13 +493,12 @@ def evaluate(model, x, y, mean, std, batch, amp):
     return loss.item() / len(x), 100.0 * correct.item() / len(x)
 
 
-# -----------------------------------------------------------------------------------------------
+# -----------------------------------------------------------------------------
 # optimizer and schedule (the paper: AdamW; the schedule follows the authors' script)
 
 def make_optimizer(model, lr, weight_decay, dev):
-    """AdamW (Sec. 5.1), torch's default betas and eps (as train.py line 102); weight decay on matrices only,
-    not on biases, norms, class token or position embeddings (our choice, as nanoGPT: decaying the position
-    embeddings would erode the sinusoids)."""
+    """AdamW (Sec. 5.1), torch's default betas and eps (as train.py line 102); no weight decay on biases, norms,
+    class token and position embeddings (our choice, as nanoGPT: decay would erode the sinusoids)."""
     decay, no_decay = [], []
     for n, p in model.named_parameters():
         (decay if p.dim() >= 2 and n not in ("pos_embed", "cls_token") else no_decay).append(p)
@@ -515,9 +507,8 @@ def make_optimizer(model, lr, weight_decay, dev):
 
 
 def get_lr(step, total_steps, cfg):
-    """The learning rate set before step `step` (0-based) of total_steps, by cfg.schedule. onecycle: train.py's
-    np.interp(t, [0, 2E/5, 4E/5, E], [0, lr, lr/20, 0]) at t = epochs done after this step, 2E/5 = warmup_frac * E
-    (so the last step runs at 0)."""
+    """The learning rate set before step `step` (0-based) of total_steps. onecycle: train.py's np.interp(t, [0,
+    2E/5, 4E/5, E], [0, lr, lr/20, 0]), t = epochs done after this step, 2E/5 = warmup_frac * E (lines 99-100)."""
     if cfg.schedule == "onecycle":
         t = (step + 1) / total_steps
         knots = [(0.0, 0.0), (cfg.warmup_frac, cfg.lr), (0.8, cfg.lr / 20), (1.0, 0.0)]
@@ -531,7 +522,7 @@ def get_lr(step, total_steps, cfg):
     return cfg.lr * 0.5 * (1 + math.cos(math.pi * (step - warmup_steps) / max(1, total_steps - warmup_steps)))
 
 
-# -----------------------------------------------------------------------------------------------
+# -----------------------------------------------------------------------------
 # training
 
 def forward_backward(net, x, y, amp, label_smoothing=0.0):
@@ -544,9 +535,8 @@ def forward_backward(net, x, y, amp, label_smoothing=0.0):
 
 
 def train(model, data, mean_std, cfg, dev, amp, ckpt=None):
-    """AdamW on data = (train_x, train_y, test_x, test_y): uint8 images, the training set on the CPU and the test
-    set on the device, normalised with mean_std = per-channel (mean, std) as in MEAN_STD; evaluates and
-    checkpoints after every epoch. Returns the history, or None when stopped by --stop_epoch."""
+    """AdamW on data = (train_x, train_y, test_x, test_y), uint8 (training set on the CPU, test set on the device),
+    normalised by mean_std; evaluates and checkpoints every epoch. Returns the history, or None after --stop_epoch."""
     train_x, train_y, test_x, test_y = data
     train_x, train_y = train_x[:cfg.train_subset or None], train_y[:cfg.train_subset or None]  # 0: all
     steps = len(train_x) // cfg.batch_size  # per epoch; the last partial batch is dropped (fixed shapes)
@@ -607,7 +597,7 @@ def train(model, data, mean_std, cfg, dev, amp, ckpt=None):
     return history
 
 
-# -----------------------------------------------------------------------------------------------
+# -----------------------------------------------------------------------------
 # main
 
 def main(argv=None):
@@ -634,7 +624,7 @@ def main(argv=None):
                          wall_time_s=history[-1]["elapsed_s"])
 
 
-# ===============================================================================================
+# =============================================================================
 # tail: machinery the paper does not define (arguments, run folder, checkpoints and results, device, progress)
 CHOICES = {"init": INITS, "dataset": tuple(DATASETS), "pos_emb": ("sinusoidal", "learned"), "vo_sign": (-1, 1),
            "schedule": ("onecycle", "cosine"), "recipe": tuple(RECIPES), "precision": ("auto", "bf16", "fp32"),
@@ -673,8 +663,7 @@ def parse_config(argv):
 
 
 def parse_args(argv, defaults):
-    """{key: value} of the --key=value arguments, each in its default's type; a user's mistake is one `error:` line.
-    The scripts in extras/ parse their own keys with it."""
+    """{key: value} of --key=value arguments in their defaults' types (extras/ too); a mistake is one `error:` line."""
     given = {}
     for arg in argv:
         key, eq, text = arg.removeprefix("--").partition("=")
@@ -787,8 +776,7 @@ QUICK_RUN = "python mimetic_vit.py --width=96 --depth=4 --heads=3 --patch_size=4
 
 
 class Progress:
-    """What a run costs: an estimate before step 1, then the speed and time left on each log line and, on a
-    terminal only, on one line rewritten in place between them."""
+    """What a run costs: an estimate before step 1, then speed and time left per log line (and between, on a tty)."""
 
     def __init__(self, total_steps, per_step, unit, step):  # per_step `unit`s a step; from step `step` on
         self.total, self.per_step, self.unit, self.start = total_steps, per_step, unit, (step, time.perf_counter())

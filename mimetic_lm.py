@@ -320,8 +320,8 @@ def simple_init_(qkv_weight, proj_weight, num_heads, generator=None):
 
 @torch.no_grad()
 def init_attention_(model, init, alpha1, beta1, alpha2, beta2, vo_sign=-1, generator=None):
-    """Every block's attention, after the default init and before torch.compile, by the --init arm (INITS; Table
-    2's arms draw the same noise). The SVDs run on one thread: the same bits whatever the thread count."""
+    """Every block's attention, after the default init and before torch.compile, as the --init arm says (INITS;
+    Table 2's arms draw the same noise). The SVDs run on one thread: the same bits whatever the thread count."""
     if init == "default":
         return
     threads = torch.get_num_threads()
@@ -502,7 +502,7 @@ def make_optimizer(model, lr, weight_decay, dev):
 
 
 def get_lr(step, total_steps, cfg, scale):
-    """The learning rate set before step `step` (0-based) of total_steps: a linear warmup, times the plateau `scale`."""
+    """The learning rate set before step `step` (0-based) of total_steps: linear warmup (warmup_frac), times `scale`."""
     warmup_steps = max(1, round(cfg.warmup_frac * total_steps))
     return cfg.lr * scale * min(1.0, (step + 1) / warmup_steps)
 
@@ -677,7 +677,7 @@ def parse_config(argv):
 
 
 def parse_args(argv, defaults):
-    """{key: value} of --key=value arguments in their defaults' types (extras/ too); a mistake is one `error:` line."""
+    """{key: value} of --key=value arguments in their defaults' types (extras/ uses it); a mistake: an `error:` line."""
     given = {}
     for arg in argv:
         key, eq, text = arg.removeprefix("--").partition("=")

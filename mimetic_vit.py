@@ -63,7 +63,7 @@ train_subset = 0          # use only the first N training images (0 = all)
 # authors' 100-epoch setting of their CIFAR-10 script (locuslab/convmixer-cifar10 README.md line 50:
 # --ra-n=2 --ra-m=12 --scale=1.0 --jitter=0.2 --reprob=0.2, "more regularization" for 4x the 25 epochs
 # of its train.py; lr and weight decay stay the paper's), with train.py's transforms (lines 16-20,
-# 69-77), in the order flip, crop, RandAugment, jitter, normalise, erase, Cutout (train.py: crop, flip)
+# 69-77), in the order flip, crop, RandAugment, jitter, normalise, erase, Cutout (train.py flips after the crop)
 hflip = True              # random horizontal flip, p = 0.5 (train.py line 71)
 crop_scale = 1.0          # RandomResizedCrop(32, scale=(crop_scale, 1), ratio=(1, 1)) (train.py lines 16, 70); 1 = off
 ra_n = 2                  # RandAugment: ops per image (train.py lines 19, 72); 0 = off
@@ -82,7 +82,7 @@ weight_decay = 0.01       # on weight matrices only (our choice, as nanoGPT; tra
 schedule = "onecycle"     # onecycle: linear 0 -> lr at warmup_frac -> lr/20 at 80% -> 0 at the end, set before every
                           # step (train.py lines 99-100, 114-115) | cosine: linear warmup, then cosine to 0 (v1)
 warmup_frac = 0.4         # fraction of the steps rising to the peak (train.py: 2E/5; v1: 0.05)
-label_smoothing = 0.0     # of the training loss, not the test loss (our choice: off, as train.py line 103)
+label_smoothing = 0.0     # of the training loss only, never the test loss (our choice: off, as train.py line 103)
 grad_clip = 0.0           # clip the global gradient norm to this; 0 = off (train.py lines 28, 123-125: off; v1: 1)
 recipe = "authors100"     # authors100 (the lines above) | authors | v1: the keys each sets, for those not given:
 RECIPES = {"authors100": {},
@@ -314,8 +314,8 @@ def simple_init_(qkv_weight, proj_weight, num_heads, generator=None):
 
 @torch.no_grad()
 def init_attention_(model, init, alpha1, beta1, alpha2, beta2, vo_sign=-1, generator=None):
-    """Every block's attention, after the default init and before torch.compile, by the --init arm (INITS; Table
-    2's arms draw the same noise). The SVDs run on one thread: the same bits whatever the thread count."""
+    """Every block's attention, after the default init and before torch.compile, as the --init arm says (INITS;
+    Table 2's arms draw the same noise). The SVDs run on one thread: the same bits whatever the thread count."""
     if init == "default":
         return
     threads = torch.get_num_threads()
@@ -442,7 +442,7 @@ class TrainBatches(torch.utils.data.Dataset):
 
 
 def train_loader(train_x, train_y, cfg, mean_std, dev):
-    """A DataLoader over TrainBatches, in the order of the list it returns (start_epoch fills it); cfg.workers."""
+    """A DataLoader over TrainBatches, made by cfg.workers in the order of the list it returns (start_epoch's)."""
     workers = cfg.workers
     if workers < 0:
         workers = min(16, os.cpu_count() - 1) if dev.type == "cuda" else 1
@@ -455,7 +455,7 @@ def train_loader(train_x, train_y, cfg, mean_std, dev):
 
 
 def start_epoch(loader, order, gen, batch_size, steps):
-    """The next epoch: a permutation and a seed per batch from gen, into the loader's order; its iterator, started."""
+    """The next epoch: a permutation and a seed per batch from gen, into the loader's order. Returns its iterator."""
     perm = torch.randperm(len(loader.dataset.x), generator=gen)
     seeds = torch.randint(2 ** 62, (steps,), generator=gen).tolist()
     order[:] = [(perm[i * batch_size:(i + 1) * batch_size], seeds[i]) for i in range(steps)]
@@ -507,8 +507,8 @@ def make_optimizer(model, lr, weight_decay, dev):
 
 
 def get_lr(step, total_steps, cfg):
-    """The learning rate set before step `step` (0-based) of total_steps. onecycle: train.py's np.interp(t, [0,
-    2E/5, 4E/5, E], [0, lr, lr/20, 0]), t = epochs done after this step, 2E/5 = warmup_frac * E (lines 99-100)."""
+    """The learning rate set before step `step` (0-based) of total_steps. onecycle: train.py's (lines 99-100)
+    np.interp(t, [0, 2E/5, 4E/5, E], [0, lr, lr/20, 0]), t = epochs done after this step, 2E/5 = warmup_frac * E."""
     if cfg.schedule == "onecycle":
         t = (step + 1) / total_steps
         knots = [(0.0, 0.0), (cfg.warmup_frac, cfg.lr), (0.8, cfg.lr / 20), (1.0, 0.0)]
@@ -663,7 +663,7 @@ def parse_config(argv):
 
 
 def parse_args(argv, defaults):
-    """{key: value} of --key=value arguments in their defaults' types (extras/ too); a mistake is one `error:` line."""
+    """{key: value} of --key=value arguments in their defaults' types (extras/ uses it); a mistake: an `error:` line."""
     given = {}
     for arg in argv:
         key, eq, text = arg.removeprefix("--").partition("=")

@@ -11,7 +11,8 @@ paired difference of each folder from the first, with its standard error over im
     evaluate: <data_dir> | test acc A | loss L | N images [| minus <first>: D +- SE (paired, N images)]
 
 Run from the repository root (the pair: python ../shared/data/cifar10-lossless-5k/make_pair.py data/pair5k):
-    python extras/evaluate_vit.py --out_dir=out/vit-cifar10-mimetic-seed0 --data_dirs=data/pair5k/lossless,data/pair5k/jpeg
+    python extras/evaluate_vit.py --out_dir=out/vit-cifar10-mimetic-seed0 \
+        --data_dirs=data/pair5k/lossless,data/pair5k/jpeg
 """
 
 import os
@@ -40,12 +41,21 @@ def correct_and_loss(model, x, y, mean, std, batch, amp):
     return torch.cat(hits).cpu(), torch.cat(losses).cpu()
 
 
+KEYS = {"out_dir": "",    # the run's folder, holding ckpt.pt (required)
+        "data_dirs": "",  # folders in the official python layout, comma-separated (required)
+        "device": ""}     # "" = cuda if available, else mps if available, else cpu
+
+
 def main(argv=None):
-    keys = mv.parse_args(sys.argv[1:] if argv is None else argv, {"out_dir": "", "data_dirs": "", "device": ""})
-    if not keys.get("out_dir") or not keys.get("data_dirs"):
+    argv = sys.argv[1:] if argv is None else argv
+    if "-h" in argv or "--help" in argv:
+        print(__doc__ + "\nThis script's keys and defaults: " + " ".join(f"--{k}={v}" for k, v in KEYS.items()))
+        raise SystemExit(0)
+    keys = {**KEYS, **mv.parse_args(argv, KEYS)}
+    if not keys["out_dir"] or not keys["data_dirs"]:
         raise SystemExit("error: pass --out_dir=<a run's folder> and --data_dirs=<folder>[,<folder>...]")
     ckpt = mv.load_checkpoint(os.path.join(keys["out_dir"], "ckpt.pt"))
-    cfg = SimpleNamespace(**{**ckpt["config"], "device": keys.get("device", "")})
+    cfg = SimpleNamespace(**{**ckpt["config"], "device": keys["device"]})
     dev, amp, prec = mv.device_and_precision(cfg)
     model = mv.build_model(cfg, mv.DATASETS[cfg.dataset][3])
     model.load_state_dict(ckpt["model"])
@@ -57,7 +67,8 @@ def main(argv=None):
         hits, losses = correct_and_loss(model, test_x.to(dev), test_y.to(dev), mean, std, cfg.eval_batch_size, amp)
         row = {"data_dir": data_dir, "test_acc": 100 * hits.mean().item(), "test_loss": losses.mean().item(),
                "images": len(hits)}
-        line = f"evaluate: {data_dir} | test acc {row['test_acc']:.2f} | loss {row['test_loss']:.4f} | {len(hits)} images"
+        line = (f"evaluate: {data_dir} | test acc {row['test_acc']:.2f} | loss {row['test_loss']:.4f} | "
+                f"{len(hits)} images")
         if first is None:
             first = (data_dir, hits, test_y)
         elif len(hits) == len(first[1]) and torch.equal(test_y, first[2]):  # the same images, labels in the same order
@@ -67,7 +78,7 @@ def main(argv=None):
         rows.append(row)
         print(line)
     results = {"out_dir": keys["out_dir"], "epoch": ckpt["epoch"], "rows": rows, "hardware": mv.hardware(dev),
-               "precision": prec, "command": " ".join(["python", "extras/evaluate_vit.py", *(argv or sys.argv[1:])])}
+               "precision": prec, "command": " ".join(["python", "extras/evaluate_vit.py", *argv])}
     mv.save_atomic(results, os.path.join(keys["out_dir"], "evaluate.json"))
     return results
 

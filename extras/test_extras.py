@@ -6,6 +6,7 @@ our ablations). CPU only, no network: tiny synthetic data written here, with tes
 import json
 import math
 import os
+import pickle
 import re
 import shutil
 import runpy
@@ -39,9 +40,9 @@ bench_vit, compare, fig3, figures, table4, speed = (extra(n) for n in (
 
 
 # each script's arguments before its first unknown key (its required key, so that the key check is reached)
-SCRIPTS = {"bench_lm": [], "bench_vit": [], "compare": ["--compare=zero"], "fig3": [], "fig_inits": [],
-           "figures": ["--program=lm"], "lm_qk_basis": [], "sample": ["--out_dir=run"], "speed_vs_timm_nanogpt": [],
-           "table4": ["--dataset=svhn"]}
+SCRIPTS = {"bench_lm": [], "bench_vit": [], "compare": ["--compare=zero"], "evaluate_vit": [], "fig3": [],
+           "fig_inits": [], "figures": ["--program=lm"], "lm_qk_basis": [], "sample": ["--out_dir=run"],
+           "speed_vs_timm_nanogpt": [], "table4": ["--dataset=svhn"]}
 
 
 @pytest.mark.parametrize("name", SCRIPTS)
@@ -85,6 +86,36 @@ def read_image(path):
     """A PNG as uint8 (channels, H, W) (PIL: torchvision's reader is deprecated)."""
     return torch.from_numpy(np.array(Image.open(path))).permute(2, 0, 1)
 
+
+
+# extras/evaluate_vit.py: a trained run on other folders' test sets
+
+
+def test_evaluate_vit_scores_the_checkpoint_and_pairs_the_same_images(tmp_path):
+    """On the run's own test set it gives the run's last test accuracy; on an identical copy a paired difference of
+    0 +- 0 (paired image by image); on a copy whose pixels differ (a JPEG twin's stand-in) the difference of the
+    two accuracies, with an SE; on a folder of other images (other labels) no paired difference."""
+    write_cifar(tmp_path / "a")
+    run = mv.main(TINY + ["--epochs=1", f"--data_dir={tmp_path / 'a'}", f"--out_dir={tmp_path / 'run'}"])
+    shutil.copytree(tmp_path / "a", tmp_path / "same")
+    write_cifar(tmp_path / "b")
+    test = tmp_path / "b" / "cifar-10-batches-py" / "test_batch"
+    with open(test, "rb") as f:
+        d = pickle.load(f, encoding="latin1")
+    d["data"] = 255 - d["data"]  # the same images' labels, other pixels
+    with open(test, "wb") as f:
+        pickle.dump(d, f)
+    write_cifar(tmp_path / "c", seed=1)
+    folders = ",".join(str(tmp_path / name) for name in ("a", "same", "b", "c"))
+    res = extra("evaluate_vit").main([f"--out_dir={tmp_path / 'run'}", "--device=cpu", f"--data_dirs={folders}"])
+    a, same, b, c = res["rows"]
+    assert math.isclose(a["test_acc"], run["final_test_acc"], abs_tol=1e-4) and res["epoch"] == 1
+    assert abs(a["test_loss"] - run["history"][-1]["test_loss"]) < 1e-5
+    assert same["minus_first"] == 0 and same["minus_first_se"] == 0
+    assert "minus_first" not in a and "minus_first" not in c
+    assert math.isclose(b["minus_first"], b["test_acc"] - a["test_acc"], abs_tol=1e-4)
+    assert b["test_acc"] != a["test_acc"] and 0 < b["minus_first_se"] < 10
+    assert json.load(open(tmp_path / "run" / "evaluate.json"))["rows"] == res["rows"]
 
 # ==================================================================================================
 # extras/bench_lm.py

@@ -9,6 +9,7 @@ under results/, new ones included), `table <function of laptop_tables.py>`, `lin
 (its matching lines, quoted) or `count <file> <regex>`. A block whose begin marker ends its line is a paragraph.
 """
 import glob
+import itertools
 import json
 import os
 import re
@@ -106,11 +107,14 @@ def recipe_seed0():
 
 
 def recipe_laptop():
+    """The laptop recipe under each recipe, over the seeds both arms have finished."""
     rows = []
     for label, p in (("ours (the old recipe; [Table 1](#laptop-scale-table-1))", f"{D4}-tvra"),
-                     ("the authors' recipe", f"{D4}-authors")):
-        d, m = ([f"{p}-{a}-seed{s}" for s in range(5)] for a in ("default", "mimetic"))
-        rows.append([label, arm(d), arm(m), lt.paired(d, m)])
+                     ("the authors' script's defaults (`--recipe=authors`)", f"{D4}-authors"),
+                     ("the authors' 100-epoch augmentation (the default since, `authors100`)", f"{D4}-authors100")):
+        both = [s for s in range(5) if done(f"{p}-default-seed{s}") and done(f"{p}-mimetic-seed{s}")]
+        d, m = ([f"{p}-{a}-seed{s}" for s in both] for a in ("default", "mimetic"))
+        rows.append([label, arm(d), arm(m), lt.paired(d, m)] if both else [label, "running", "running", "-"])
     return table(["recipe", "default init", "mimetic init", "gap, paired (± SE)"], rows)
 
 
@@ -249,6 +253,35 @@ def screen():
                   f"test acc, JPEG copy ({ev['rows'][2]['images']:,})", f"real test images ({real['images']:,})",
                   "their JPEG twins",
                   "JPEG - real, paired (± SE)", "minutes"], rows)
+
+
+PAIR5K = "results/cpu-pair5k{}-w96d4h3p4-e15-{}-seed{}"  # make_pair.py's lossless/ and jpeg/ folders: train on, seed
+
+
+def jpeg_cost(seeds=range(3)):
+    """What the JPEG copy costs: the laptop model trained on the real pixels or on the JPEG twins of the same 5,085
+    images, each tested (extras/evaluate_vit.py) on the 1,017 real test images and on their JPEG twins; then the
+    penalties, paired by init and seed (mean ± SE over the pairs)."""
+    acc = {}  # (trained on, tested on): {(init, seed): test accuracy}
+    for train, a, s in itertools.product(("lossless", "jpeg"), ("default", "mimetic"), seeds):
+        path = PAIR5K.format(train, a, s)
+        rows = json.load(open(f"{path}/evaluate.json"))["rows"] if os.path.exists(f"{path}/evaluate.json") else []
+        for row in rows:
+            acc.setdefault((train, os.path.basename(row["data_dir"])), {})[a, s] = row["test_acc"]
+    ways = [("lossless", "lossless"), ("lossless", "jpeg"), ("jpeg", "lossless"), ("jpeg", "jpeg")]
+    pairs = sorted(set.intersection(*(set(acc.get(w, {})) for w in ways)))
+    if len(pairs) < 2:
+        return "(fewer than two runs have finished)"
+    name, rows = {"lossless": "real", "jpeg": "JPEG"}, []
+    for t, u in ways:
+        arms = [[acc[t, u][p] for p in pairs if p[0] == a] for a in ("default", "mimetic")]
+        rows.append([f"{name[t]} -> {name[u]}"] + ["{:.2f} ± {:.2f} ({})".format(*lt.mean_std(xs), len(xs))
+                                                  if len(xs) > 1 else "-" for xs in arms])
+    for label, a, b in (("JPEG -> JPEG minus real -> real", 0, 3), ("JPEG -> real minus real -> real", 0, 2),
+                        ("JPEG -> JPEG minus JPEG -> real (the test set's part)", 2, 3)):
+        m, se = lt.gap([acc[ways[a]][p] for p in pairs], [acc[ways[b]][p] for p in pairs])
+        rows.append([f"{label}, paired over {len(pairs)} (init, seed)", f"{m:+.2f} ± {se:.2f}", ""])
+    return table(["trained on -> tested on", "default init", "mimetic init"], rows)
 
 
 # ==================================================================================================
@@ -434,7 +467,9 @@ def index(text):
     rows = []
     for key, group in groups.items():
         runs = [r for f in group for r in runs_of(f)]
-        made_by = command_template(runs) if runs else " ".join(MADE_BY.get(f, "(its files)") for f in group)
+        made_by = command_template(runs) if runs else " ".join(MADE_BY.get(f) or next(
+            (f"its [{n}]({f}/{n})" for n in ("README.md", "README.txt") if os.path.exists(f"results/{f}/{n}")),
+            "(its files)") for f in group)
         links = " · ".join(f"[{f[len(key) + 1:] or f}/]({f}/)" for f in group) if len(group) > 1 else \
             f"[{group[0]}/]({group[0]}/)"
         used = dict.fromkeys(t for f in group for t, s in parts if t != "Index of folders" and f"({f}/" in s)
@@ -453,7 +488,8 @@ BLOCKS = {
     "recipe-d12": recipe_d12, "recipe-seed0": recipe_seed0, "recipe-laptop": recipe_laptop,
     "table1-earlier": table1_earlier, "e16-leads": e16_leads, "d12-seed0": d12_seed0, "attention": attention,
     "small-emb": small_emb, "word-valid": word_valid, "gpu-recipes": gpu_recipes, "gpu-lead": gpu_lead,
-    "gpu-step97": gpu_step97, "gpu-stall": gpu_stall, "screen": screen, "benchmarks": benchmarks,
+    "gpu-step97": gpu_step97, "gpu-stall": gpu_stall, "screen": screen, "jpeg-cost": jpeg_cost,
+    "benchmarks": benchmarks,
     "versus": versus, "precision": precision,
     "older-vit": older_vit, "checks": checks,
 }

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The CPU runs behind README.md's "The JPEG copy" and the laptop rows on the default recipe: two lanes of one
+# thread each (lane 1 the mimetic arms, lane 2 the default arms, in the same order, so that a seed's pair ends
+# together), from the repository root, with the shared data beside it (../shared/data):
+#   bash results/scripts/level_runs.sh       # each run logs to its own folder under results/
+# 1. What the JPEG copy costs: the laptop model trained 15 epochs on the 5,085 images of make_pair.py's lossless/ and
+#    jpeg/ folders (the same images, real pixels or their JPEG twins), then each tested on both test sets.
+# 2. The laptop recipe (all 50,000 JPEG training images, 2 epochs) on today's default recipe, seeds 0-4; the impulse
+#    arm (extras/compare.py) on the same seeds; the same recipe on the copy re-encoded at quality 50
+#    (reencode_jpeg.py), seeds 0-2; the depth-12 rows (4 epochs), seeds 0-2.
+# A run cut off by the end of a session goes on from its checkpoint (--resume=True) when this is run again.
+set -u
+cd "$(dirname "$0")/../.."
+export OMP_NUM_THREADS=1 PYTHONUNBUFFERED=1
+[ -d data/cifar-10-batches-py ] || python ../shared/data/cifar10-jpeg/make_batches.py data
+[ -d data/pair5k/jpeg ] || python ../shared/data/cifar10-lossless-5k/make_pair.py data/pair5k
+[ -d data/cifar10-q50 ] || python results/scripts/reencode_jpeg.py data 50
+LAPTOP="--width=96 --depth=4 --heads=3 --patch_size=4 --batch_size=128 --workers=0"
+jobs() {  # $1 the lane's arm, $2 the impulse seeds it also runs; each line: folder (ARM for the arm)|program and flags
+    for s in 0 1 2; do
+        for d in jpeg lossless; do echo "cpu-pair5k$d-w96d4h3p4-e15-ARM-seed$s|mimetic_vit.py $LAPTOP --epochs=15 --data_dir=data/pair5k/$d --seed=$s"; done
+        echo "cpu-cifar10jpeg-w96d4h3p4-50k-e2-authors100-ARM-seed$s|mimetic_vit.py $LAPTOP --epochs=2 --seed=$s"
+    done
+    for s in 3 4; do echo "cpu-cifar10jpeg-w96d4h3p4-50k-e2-authors100-ARM-seed$s|mimetic_vit.py $LAPTOP --epochs=2 --seed=$s"; done
+    for s in $2; do echo "cpu-cifar10jpeg-w96d4h3p4-50k-e2-authors100-impulse-seed$s|extras/compare.py --compare=impulse $LAPTOP --epochs=2 --seed=$s"; done
+    for s in 0 1 2; do echo "cpu-cifar10q50-w96d4h3p4-50k-e2-authors100-ARM-seed$s|mimetic_vit.py $LAPTOP --epochs=2 --data_dir=data/cifar10-q50 --seed=$s"; done
+    for s in 0 1 2; do echo "cpu-cifar10jpeg-w96d12h3p4-50k-e4-authors100-ARM-seed$s|mimetic_vit.py ${LAPTOP/depth=4/depth=12} --epochs=4 --seed=$s"; done
+}
+lane() {
+    jobs "$1" "$2" | while IFS="|" read -r name args; do
+        out="results/${name/ARM/$1}"
+        [ -e "$out/results.json" ] && continue
+        mkdir -p "$out"
+        resume=""
+        [ -e "$out/ckpt.pt" ] && resume="--resume=True"
+        [ "${args%% *}" = mimetic_vit.py ] && args="$args --init=$1"
+        python $args --out_dir="$out" $resume >> "$out/log.txt" 2>&1
+        case "$name" in cpu-pair5k*)  # the trained model on both test sets: real pixels, then their JPEG twins
+            python extras/evaluate_vit.py --out_dir="$out" --data_dirs=data/pair5k/lossless,data/pair5k/jpeg >> "$out/log.txt" 2>&1;;
+        esac
+    done
+}
+lane mimetic "0 1 2" & lane default "3 4" & wait

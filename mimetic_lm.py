@@ -15,9 +15,8 @@ WikiText-103 (width 410, depth 16, heads 10, 50 epochs), data-parallel on 8 GPUs
 CPU quick run (the first 500,000 training characters, 2 epochs):
     python mimetic_lm.py --dataset=ptb_char --width=128 --depth=4 --heads=4 --seq_len=128 \
         --eval_stride=128 --batch_size=32 --train_subset=500000 --epochs=2
---help lists every key with its default and why. Side modes in extras/ import this file: figures.py draws the
-attention figures, sample.py writes text from a run, bench_lm.py measures tok/s, lm_qk_basis.py: our a1 = 0 ablation.
-README.md gives the results, each linked to its results file and log.
+--help lists every key, its default and why. README.md gives the results, each linked to its log. Side modes in
+extras/: figures.py (attention maps), sample.py (text), bench_lm.py (tok/s), lm_qk_basis.py (our a1 = 0 ablation).
 """
 
 import gc
@@ -45,14 +44,14 @@ import torch.nn as nn
 import torch.nn.functional as F
 from einops import rearrange
 
-# -----------------------------------------------------------------------------------------------
+# -----------------------------------------------------------------------------
 # config: plain globals, each overridable as --key=value (parsed in main(), never at import)
 # model (Sec. 7: PTB width 384, 12 layers, 8 heads; WikiText-103 width 410, 16 layers, 10 heads)
 width = 384               # embedding dimension d
 depth = 12                # number of Transformer blocks
 heads = 8                 # attention heads; head dimension k = width / heads
 mlp_ratio = 4             # MLP hidden width = mlp_ratio * width (the standard value; the paper gives none)
-pos_scale = 1.0           # g, multiplies the sinusoidal position embeddings (Fig. 4); 1 = Vaswani et al.
+pos_scale = 1.0           # g, scales the sinusoidal position embeddings (Fig. 4); 1 = Vaswani et al.
 dropout = 0.1             # on attention probabilities and both residual branches (Bai et al. 2018 char: 0.1)
 emb_dropout = 0.1         # elementwise, on the summed input embeddings (Bai et al. 2018 char "emb_dropout")
 word_dropout = 0.0        # Sec. 7's word-level embedding dropout: p of dropping a word's vector for a whole batch
@@ -63,7 +62,7 @@ alpha1 = 0.0              # a1: noise weight in W_Q W_K^T ~ a1 Z1 + b1 I (eq 1);
 beta1 = 0.5               # b1: identity weight in eq 1
 alpha2 = 0.2              # a2: noise weight in W_V W_proj ~ a2 Z2 - b2 I (eq 2)
 beta2 = 0.2               # b2: identity weight in eq 2
-vo_sign = -1              # sign of the identity in eq 2; +1 is Table 2's "W_V W_proj ~ +cI" ablation
+vo_sign = -1              # sign of the identity in eq 2; +1: Table 2's "W_V W_proj ~ +cI" ablation
 # data
 dataset = "ptb_char"      # ptb_char | ptb_word | wikitext2 | wikitext103 (Table 6); PRESETS fills in its settings
 data_dir = "data"         # holds ptb/, wikitext-2/, wikitext-103/ with the standard files, or receives them
@@ -71,7 +70,7 @@ train_subset = 0          # use only the first N training tokens (0 = all)
 seq_len = 400             # training context and evaluation window (Bai et al. 2018 char: 400, word: 80)
 eval_stride = 320         # new tokens scored per evaluation window, each with seq_len - eval_stride of context
 # optimisation (Sec. 7: "training setup identical to Bai et al. (2018)": 100 epochs, lr reduced on plateau)
-epochs = 100              # passes over the training set (Bai et al. 2018 and Sec. 7: 100)
+epochs = 100              # passes over the training set
 batch_size = 32           # sequences per step, over all processes (Bai et al. 2018 char: 32, word: 16)
 lr = 5e-4                 # AdamW peak learning rate (our choice: the paper names no optimizer; Bai et al. use SGD)
 weight_decay = 0.01       # applied to matrices only, not to biases and norms (our choice, as nanoGPT)
@@ -89,10 +88,8 @@ eval_batch_size = 64      # evaluation windows per forward pass
 log_interval = 50         # steps between log lines
 out_dir = ""              # "" = out/lm-<dataset>-<init>-seed<seed>; a new run refuses a folder holding another run
 resume = False            # continue from <out_dir>/ckpt.pt (the same settings, up to device, compile and logging)
-stop_epoch = 0            # end this invocation after this epoch (0 = run to the end); resume it later
-config_keys = [k for k, v in globals().items() if not k.startswith("_") and isinstance(v, (bool, int, float, str))]
-
-# per-dataset values of the keys above, used for the keys not given on the command line
+stop_epoch = 0            # end this invocation after this epoch (0 = never); resume it later
+# PRESETS: each dataset's values of the keys above, for the keys not given on the command line
 _WORD = dict(dropout=0.45, emb_dropout=0.25,  # Bai et al. 2018 word-level PTB (TCN word_cnn defaults)
              word_dropout=0.1,                # our choice: AWD-LSTM's value (Merity et al. 2018)
              seq_len=80, eval_stride=40, batch_size=16, lr_decay=0.5, plateau_window=5)
@@ -100,7 +97,9 @@ PRESETS = {"ptb_char": {}, "ptb_word": _WORD,
            "wikitext2": _WORD,  # not in the paper; the word-level PTB setup on the next-larger corpus
            # Sec. 7: WikiText-103 with "the same hyperparameters", and its own width, depth, heads and epochs
            "wikitext103": {**_WORD, "width": 410, "depth": 16, "heads": 10, "epochs": 50}}
-# -----------------------------------------------------------------------------------------------
+config_keys = [k for k, v in globals().items() if not k.startswith("_") and isinstance(v, (bool, int, float, str))]
+
+# -----------------------------------------------------------------------------
 # model
 
 
@@ -180,15 +179,15 @@ class TransformerLM(nn.Module):
     def init_weights(self):
         """The default init, before any mimetic init:
 
-        | tensor                         | init                                                                      |
-        |--------------------------------|---------------------------------------------------------------------------|
-        | wte.weight (= head.weight)     | normal, std d^-1/2, times sqrt(d) at the input (Vaswani et al., fairseq)  |
-        | wte.weight, with small_emb     | uniform in [-1e-4, 1e-4] (SmallInitEmb); tied: logits start near 0 (ours) |
-        | emb_norm (only with small_emb) | 1, 0; it replaces the sqrt(d) input scale (our choice)                    |
-        | every other Linear weight      | truncated normal, std 0.02 (as mimetic_vit.py)                            |
-        | every Linear bias              | 0                                                                         |
-        | pos_embed (buffer)             | pos_scale * sinusoids (Sec. 7, Fig. 4)                                    |
-        | LayerNorm weight, bias         | 1, 0                                                                      |
+        | tensor                     | init                                                        |
+        |----------------------------|-------------------------------------------------------------|
+        | wte.weight (= head.weight) | N(0, 1/d), x sqrt(d) at the input (Vaswani et al., fairseq) |
+        | wte.weight, with small_emb | U(-1e-4, 1e-4), SmallInitEmb; tied (ours): logits near 0    |
+        | emb_norm (small_emb only)  | 1, 0; it replaces the sqrt(d) input scale (our choice)      |
+        | every other Linear weight  | truncated normal, std 0.02 (as mimetic_vit.py)              |
+        | every Linear bias          | 0                                                           |
+        | pos_embed (buffer)         | pos_scale * sinusoids (Sec. 7, Fig. 4)                      |
+        | LayerNorm weight, bias     | 1, 0                                                        |
         """
         c = self.config
         for name, m in self.named_modules():
@@ -234,7 +233,7 @@ def model_config(cfg, vocab_size):
                     word_dropout=cfg.word_dropout, pos_scale=cfg.pos_scale, small_emb=cfg.small_emb)
 
 
-# -----------------------------------------------------------------------------------------------
+# -----------------------------------------------------------------------------
 # mimetic initialization (Sec. 4). Depends on torch alone: copy this function into your own model.
 
 @torch.no_grad()
@@ -242,10 +241,10 @@ def mimetic_init_(qkv_weight, proj_weight, num_heads, alpha1=0.0, beta1=0.5, alp
                   generator=None, vo_sign=-1, init_qk=True, init_vo=True):
     """Mimetic init (Trockman & Kolter 2023, Sec. 4) of one self-attention layer, in place.
 
-    | product, as the layer applies it | target                                          | eqs        |
-    |----------------------------------|-------------------------------------------------|------------|
-    | W_V W_proj (d x d, one per layer) | a2 Z2 - b2 I, exactly (up to float rounding)    | 2, 3, 4    |
-    | W_Q^h W_K^h^T (d x d, per head h) | best rank-k approximation of a1 Z1^h + b1 I     | 1, 5, 6, 7 |
+    | product, as the layer applies it  | target                                       | eqs        |
+    |-----------------------------------|----------------------------------------------|------------|
+    | W_V W_proj (d x d, one per layer) | a2 Z2 - b2 I, exactly (up to float rounding) | 2, 3, 4    |
+    | W_Q^h W_K^h^T (d x d, per head h) | best rank-k approximation of a1 Z1^h + b1 I  | 1, 5, 6, 7 |
 
     Z1^h (afresh for every head) and Z2 have i.i.d. N(0, 1/d) entries, as the paper says for both. The rank-k
     truncation (Eckart-Young) weakens the diagonal: mean about 0.39, not 0.7, for a1 = b1 = 0.7 and k = d/3.
@@ -321,9 +320,8 @@ def simple_init_(qkv_weight, proj_weight, num_heads, generator=None):
 
 @torch.no_grad()
 def init_attention_(model, init, alpha1, beta1, alpha2, beta2, vo_sign=-1, generator=None):
-    """Every block's attention, after the default init and before torch.compile. init: mimetic (both products)
-    | qk (only W_Q, W_K) | vo (only W_V, W_proj) | default (none): Table 2's arms, which all draw the same noise;
-    simple: Sec. 4's simplest technique. The SVDs run on one thread: the same bits whatever the thread count."""
+    """Every block's attention, after the default init and before torch.compile, as the --init arm says (INITS;
+    Table 2's arms draw the same noise). The SVDs run on one thread: the same bits whatever the thread count."""
     if init == "default":
         return
     threads = torch.get_num_threads()
@@ -352,15 +350,13 @@ def build_model(cfg, vocab_size):
     return model
 
 
-# -----------------------------------------------------------------------------------------------
+# -----------------------------------------------------------------------------
 # data: each split one long stream of token ids (int32), read and tokenised on every run (under DDP by every process)
-
 DATASETS = {  # name: (folder under data_dir, file name pattern, level)
     "ptb_char": ("ptb", "ptb.{}.txt", "char"),
     "ptb_word": ("ptb", "ptb.{}.txt", "word"),
     "wikitext2": ("wikitext-2", "wiki.{}.tokens", "word"),
-    "wikitext103": ("wikitext-103", "wiki.{}.tokens", "word"),
-}
+    "wikitext103": ("wikitext-103", "wiki.{}.tokens", "word")}
 SPLITS = ("train", "valid", "test")
 
 
@@ -376,7 +372,7 @@ def load_dataset(name, root):
         try:
             texts[split] = Path(path).read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as e:
-            raise SystemExit(f"error: {path} cannot be read as UTF-8 text ({e}): copy it again, or delete it "
+            raise SystemExit(f"error: {path} is not readable UTF-8 text ({e!r}): copy it again, or delete it "
                              f"to download it afresh") from e
     vocab, ids = tokenize(texts, level)
     for split, path in zip(SPLITS, paths):  # evaluation scores every token after the first
@@ -427,11 +423,10 @@ def tokenize(texts, level):
 
     word: every line is line.split() + ["<eos>"], and the vocabulary is in order of first appearance
         over train, valid, test (pytorch/examples word_language_model, TCN word_cnn).
-    char: Bai et al. 2018 (locuslab/TCN char_cnn, which reads PTB through edwardlib/observations ptb.py):
-        the word-level file as one string with every "\\n" replaced by "<eos>", split into single
-        characters, so "<eos>" is the five characters < e o s >; the vocabulary is the characters in
-        order of first appearance over train + " " + valid + " " + test. (Mikolov's ptb.char.* files,
-        words spelt out with "_" between them, are the other common character-level PTB; not used here.)"""
+    char: Bai et al. 2018 (locuslab/TCN char_cnn, reading PTB through edwardlib/observations ptb.py): the
+        word-level file as one string, every "\\n" replaced by "<eos>", split into characters (so "<eos>" is
+        five: < e o s >); the vocabulary in order of first appearance over train + " " + valid + " " + test.
+        Not Mikolov's ptb.char.* files, the other common character-level PTB (words spelt out, "_" between)."""
     if level == "char":
         streams = {s: t.replace("\n", "<eos>") for s, t in texts.items()}  # strings: read character by character
         vocab = list(dict.fromkeys(" ".join(streams[s] for s in SPLITS)))
@@ -444,9 +439,8 @@ def tokenize(texts, level):
 
 
 def batches(train_ids, seq_len, batch_size, gen, rank=0, world=1):
-    """One epoch (our choice): every training token once, in sequences of seq_len + 1 tokens (inputs, targets)
-    from a random offset, in random order, batch_size a step (rank r: the r-th slice); the last partial batch
-    is dropped. Yields (x, y), each (batch_size / world, seq_len)."""
+    """One epoch (our choice): sequences of seq_len + 1 tokens from a random offset, in random order, batch_size a
+    step (rank r: the r-th slice; the last partial batch dropped). Yields (x, y), each (batch_size / world, seq_len)."""
     L, b = seq_len, batch_size // world
     offset = torch.randint(L, (), generator=gen).item()
     perm = torch.randperm((len(train_ids) - 1 - L) // L, generator=gen).to(train_ids.device)
@@ -457,7 +451,7 @@ def batches(train_ids, seq_len, batch_size, gen, rank=0, world=1):
         yield chunk[:, :-1], chunk[:, 1:]
 
 
-# -----------------------------------------------------------------------------------------------
+# -----------------------------------------------------------------------------
 # evaluation
 
 def metric(loss, level):
@@ -469,11 +463,10 @@ def metric(loss, level):
 def evaluate(model, data, seq_len, stride, batch, amp, rank=0, world=1):
     """Exact mean next-token loss in nats over a whole split, read in order (a sliding window; our choice).
 
-    Every token after the first is scored exactly once. The targets are cut into chunks of `stride` tokens; each
-    chunk is scored in a window of up to seq_len inputs ending just before its last token, so every scored token
-    sees at least seq_len - stride earlier tokens (all of them near the start). stride = seq_len gives contiguous,
-    non-overlapping segments. Under DDP each rank takes every world-th window and the sums are all-reduced.
-    train() passes the uncompiled model: the last, smaller batch would make torch.compile compile again."""
+    Every token after the first is scored once. The targets are cut into chunks of `stride` tokens, each scored
+    in a window of up to seq_len inputs ending just before its last token, so every scored token sees at least
+    seq_len - stride earlier tokens (all of them near the start). Under DDP each rank takes every world-th window
+    and the sums are all-reduced. train() passes the uncompiled model: the last, smaller batch would recompile it."""
     model.eval()
     data = data.to(next(model.parameters()).device)
     n = len(data)
@@ -498,7 +491,7 @@ def evaluate(model, data, seq_len, stride, batch, amp, rank=0, world=1):
     return loss.item() / count.item()
 
 
-# -----------------------------------------------------------------------------------------------
+# -----------------------------------------------------------------------------
 # optimizer and schedule (our choice of optimizer and warmup; the plateau rule is Bai et al. 2018's)
 
 def make_optimizer(model, lr, weight_decay, dev):
@@ -509,8 +502,7 @@ def make_optimizer(model, lr, weight_decay, dev):
 
 
 def get_lr(step, total_steps, cfg, scale):
-    """The learning rate set before step `step` (0-based) of total_steps: a linear warmup to cfg.lr over
-    warmup_frac of the steps, times the plateau rule's scale."""
+    """The learning rate set before step `step` (0-based) of total_steps: linear warmup (warmup_frac), times `scale`."""
     warmup_steps = max(1, round(cfg.warmup_frac * total_steps))
     return cfg.lr * scale * min(1.0, (step + 1) / warmup_steps)
 
@@ -525,16 +517,16 @@ def plateau_factor(history, val_loss, cfg, level):
     return cfg.lr_decay if worse else 1.0
 
 
-# -----------------------------------------------------------------------------------------------
+# -----------------------------------------------------------------------------
 # training
 
 def forward_backward(net, x, y, amp):
-    """One batch's loss (in fp32, whatever the precision; every position, our choice) and its gradients."""
+    """One batch's loss (in fp32, whatever the precision; every position: our choice), its gradients, the logits."""
     with amp:
         logits = net(x)
     loss = F.cross_entropy(logits.float().flatten(0, 1), y.flatten())
     loss.backward()
-    return loss
+    return loss, logits
 
 
 def mean_over_ranks(losses, world):
@@ -549,7 +541,7 @@ def train(model, data, cfg, dev, amp, ckpt=None, rank=0, world=1):
     """AdamW with warmup and the plateau rule; evaluates after every epoch and writes ckpt.pt, and best.pt for
     the best validation loss. Returns the history, or None when stopped by --stop_epoch."""
     (vocab, ids), level = data, DATASETS[cfg.dataset][2]
-    train_ids = (ids["train"][:cfg.train_subset] if cfg.train_subset else ids["train"]).to(dev)
+    train_ids = ids["train"][:cfg.train_subset or None].to(dev)  # 0: all
     steps = (len(train_ids) - 1 - cfg.seq_len) // cfg.seq_len // cfg.batch_size  # per epoch, as batches() makes
     if steps < 1:
         raise SystemExit(f"error: {len(train_ids):,} training tokens make fewer sequences of {cfg.seq_len} than "
@@ -557,7 +549,7 @@ def train(model, data, cfg, dev, amp, ckpt=None, rank=0, world=1):
     opt = make_optimizer(model, cfg.lr, cfg.weight_decay, dev)
     gen = torch.Generator().manual_seed(cfg.seed)  # data order: the same on every rank
     torch.manual_seed(cfg.seed + 1 + rank)         # dropout: its own stream per rank
-    state = restore(ckpt, opt, gen, dev, rank) if ckpt is not None else {  # a resumed run goes on bit for bit
+    state = restore(ckpt, opt, gen, dev, rank) if ckpt is not None else {
         "history": [], "lr_scale": 1.0, "best_val": math.inf}
     history = state["history"]
     net = torch.compile(model) if cfg.compile == "true" or (cfg.compile == "auto" and dev.type == "cuda") else model
@@ -569,19 +561,19 @@ def train(model, data, cfg, dev, amp, ckpt=None, rank=0, world=1):
         t0 = time.perf_counter()
         losses = torch.zeros(steps, device=dev)  # this epoch's losses, read only at log lines
         for i, (x, y) in enumerate(batches(train_ids, cfg.seq_len, cfg.batch_size, gen, rank, world)):
-            if step == first_step:  # forward and backward timed on slices of this batch: the run's cost, at once
-                progress.estimate(lambda n: forward_backward(model, x[:n], y[:n], amp), model, len(x), steps)
+            if step == first_step:  # the run's cost, timed on slices of its first batch
+                progress.estimate(lambda n: forward_backward(model, x[:n], y[:n], amp)[0], model, len(x), steps)
             lr = get_lr(step, cfg.epochs * steps, cfg, state["lr_scale"])
             for group in opt.param_groups:
                 group["lr"] = lr
-            loss = forward_backward(net, x, y, amp)
+            loss = forward_backward(net, x, y, amp)[0]
             if cfg.grad_clip > 0:
                 torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
             opt.step()
             opt.zero_grad(set_to_none=True)
             step += 1
             losses[i] = loss.detach()
-            progress.update(step, loss)  # on a terminal only: one line, rewritten in place
+            progress.update(step, loss)
             if step % cfg.log_interval == 0 or i == steps - 1:  # loss: the last log_interval steps
                 recent = mean_over_ranks(losses[max(0, i + 1 - cfg.log_interval):i + 1], world)
                 progress.print(f"step {step}/{cfg.epochs * steps} | epoch {epoch} | loss {recent:.4f} | "
@@ -608,13 +600,13 @@ def train(model, data, cfg, dev, amp, ckpt=None, rank=0, world=1):
     return history
 
 
-# -----------------------------------------------------------------------------------------------
+# -----------------------------------------------------------------------------
 # main
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     cfg = parse_config(argv)                     # a user's mistake ends here, with one error line
-    dev, amp, prec = device_and_precision(cfg)   # bf16 autocast on CUDA, fp32 elsewhere; the loss is fp32
+    dev, amp, prec = device_and_precision(cfg)   # bf16 autocast on CUDA, else fp32; the loss is fp32
     rank, world, dev = setup_distributed(dev)    # (0, 1, dev) unless started by torchrun
     print("config: " + " ".join(f"{k}={v}" for k, v in vars(cfg).items()))
     ckpt = open_run(cfg)                         # None for a new run; --resume: the checkpoint, of this config
@@ -629,8 +621,7 @@ def main(argv=None):
     history = train(model, (vocab, ids), cfg, dev, amp, ckpt, rank, world)
     if history is None:  # stopped by --stop_epoch
         return None
-    # the final numbers come from the best-validation weights (as Bai et al.'s word_cnn; their char_cnn tests the
-    # last epoch's model)
+    # the final numbers: the best-validation weights (as Bai et al.'s word_cnn; their char_cnn tests the last epoch)
     model.load_state_dict(load_checkpoint(os.path.join(cfg.out_dir, "best.pt"))["model"])
     level = DATASETS[cfg.dataset][2]
     val, test = (evaluate(model, ids[s], cfg.seq_len, cfg.eval_stride, cfg.eval_batch_size, amp, rank, world)
@@ -654,7 +645,7 @@ def main(argv=None):
     return results
 
 
-# ===============================================================================================
+# =============================================================================
 # tail: machinery the paper does not define (arguments, run folder, checkpoints and results, device, progress)
 CHOICES = {"init": INITS, "dataset": tuple(DATASETS), "vo_sign": (-1, 1), "precision": ("auto", "bf16", "fp32"),
            "compile": ("auto", "true", "false")}
@@ -663,7 +654,7 @@ RESUME_FREE = {"resume", "stop_epoch", "compile", "device", "eval_batch_size", "
 
 
 def parse_config(argv):
-    """The config globals, overridden by --key=value in the default's type; a user's mistake is one `error:` line."""
+    """The config globals, overridden by --key=value; a user's mistake is one `error:` line."""
     if "-h" in argv or "--help" in argv:  # the config block above: every key, its default and why
         with open(__file__, encoding="utf-8") as f:
             keys = f.read().split("\n# config:")[1].split("\nconfig_keys =")[0]
@@ -686,8 +677,7 @@ def parse_config(argv):
 
 
 def parse_args(argv, defaults):
-    """{key: value} of the --key=value arguments, each in its default's type; a user's mistake is one `error:` line.
-    The scripts in extras/ parse their own keys with it."""
+    """{key: value} of --key=value arguments in their defaults' types (extras/ uses it); a mistake: an `error:` line."""
     given = {}
     for arg in argv:
         key, eq, text = arg.removeprefix("--").partition("=")
@@ -731,9 +721,9 @@ def load_checkpoint(path):
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as e:  # what weights_only raises, with a long message, also for damaged bytes
-        raise SystemExit(f"error: {path} is not a readable checkpoint: its bytes are damaged, or it holds objects "
-                         f"other than tensors, numbers, strings and containers (this program's never do), so it is not "
-                         f"loaded: put back a good copy, or start afresh with another --out_dir") from e
+        raise SystemExit(f"error: {path} is not a readable checkpoint: damaged, or holding objects other than tensors, "
+                         f"numbers, strings and containers (this program's never do): put back a good copy, or start "
+                         f"afresh with another --out_dir") from e
     except Exception as e:  # truncated or overwritten: torch raises many kinds; repr keeps it one line
         raise SystemExit(f"error: {path} is not a readable checkpoint ({e!r}): put back a good copy, or start "
                          f"afresh with another --out_dir") from e
@@ -788,7 +778,7 @@ def save_atomic(obj, path):
 
 def device_and_precision(cfg):
     """(device, autocast context, precision name): "" picks cuda, then mps, then cpu; auto is bf16 on CUDA."""
-    mps = hasattr(torch.backends, "mps") and torch.backends.mps.is_available()
+    mps = torch.backends.mps.is_available()
     dev = torch.device(cfg.device or ("cuda" if torch.cuda.is_available() else "mps" if mps else "cpu"))
     if cfg.precision == "fp32" or (cfg.precision == "auto" and dev.type != "cuda"):
         return dev, nullcontext(), "fp32"
@@ -797,8 +787,7 @@ def device_and_precision(cfg):
 
 
 def setup_distributed(dev):
-    """(rank, world size, device). Under torchrun (WORLD_SIZE > 1): join the process group (NCCL on GPUs, gloo
-    on CPUs), take cuda:LOCAL_RANK, and leave the log to rank 0."""
+    """(rank, world size, device); under torchrun, join the process group (NCCL; CPUs: gloo) on cuda:LOCAL_RANK."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world == 1:
         return 0, 1, dev
@@ -827,8 +816,7 @@ QUICK_RUN = ("python mimetic_lm.py --dataset=ptb_char --width=128 --depth=4 --he
 
 
 class Progress:
-    """What a run costs: an estimate before step 1, then the speed and time left on each log line and, on a
-    terminal only, on one line rewritten in place between them."""
+    """What a run costs: an estimate before step 1, then speed and time left per log line (and between, on a tty)."""
 
     def __init__(self, total_steps, per_step, unit, step):  # per_step `unit`s a step; from step `step` on
         self.total, self.per_step, self.unit, self.start = total_steps, per_step, unit, (step, time.perf_counter())

@@ -2,17 +2,16 @@
 Mimetic initialization of self-attention layers, on a Vision Transformer trained on CIFAR-10.
 
 Paper: Trockman & Kolter, "Mimetic Initialization of Self-Attention Layers", ICML 2023, arXiv 2305.09828.
-The authors released no code. Read this file top to bottom beside the paper: config -> ViT -> mimetic_init_
-(Sec. 4, in the paper's order, one equation per line, the printed typos named) -> data -> evaluation ->
-schedule -> train() -> main(), then a short tail of machinery. Side modes live in extras/ and import this file.
+The authors released no code. Read this file top to bottom beside the paper: config -> ViT ->
+mimetic_init_ (Sec. 4, one equation per line in the paper's order, its typos named) -> data ->
+evaluation -> schedule -> train() -> main(), then a short tail of machinery. Side modes: extras/.
 
 Run (GPU, downloads CIFAR-10 into ./data, the paper's ViT-Tiny for 100 epochs, mimetic init):
     python mimetic_vit.py
     python mimetic_vit.py --init=default             # the same model and pipeline without it
 CPU quick run, the laptop recipe (all 50,000 training images, 2 epochs):
     python mimetic_vit.py --width=96 --depth=4 --heads=3 --patch_size=4 --epochs=2 --batch_size=128
---help lists every key with its default and why; extras/figures.py draws Figs. 1-2.
-README.md gives the results, each linked to its results file and log.
+--help lists every key, its default and why. README.md gives the results, each linked to its log.
 """
 
 import json
@@ -21,13 +20,14 @@ import os
 import pickle
 import platform
 import shlex
+import socket
 import sys
 import time
 from collections import OrderedDict
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass
 from types import SimpleNamespace
-from urllib.error import URLError
+from urllib.parse import urlparse
 
 import torch
 import torch.nn as nn
@@ -36,34 +36,34 @@ import torchvision
 import torchvision.transforms.v2 as T
 from einops import rearrange
 
-# -----------------------------------------------------------------------------------------------
+# -----------------------------------------------------------------------------
 # config: plain globals, each overridable as --key=value (parsed in main(), never at import)
 # model (Sec. 5.1: ViT-Tiny = width 192, depth 12, 3 heads, patch 2 on 32x32 inputs)
 width = 192               # embedding dimension d
 depth = 12                # number of Transformer blocks
 heads = 3                 # attention heads; head dimension k = width / heads
-patch_size = 2            # Sec. 5.1: patch 2 on 32x32 inputs, so 256 patches and a class token
+patch_size = 2            # patch side in pixels: 256 patches of a 32x32 image, and a class token
 mlp_ratio = 4             # MLP hidden width = mlp_ratio * width (the standard ViT value)
 pos_emb = "sinusoidal"    # sinusoidal (Sec. 5.1) | learned (Table 2 "random pos. embeddings")
-pos_scale = 1.0           # g, multiplies the position embeddings (Fig. 4); 1 = standard (our choice)
-pos_trainable = True      # position embeddings are a parameter initialised as above (our choice, as timm)
+pos_scale = 1.0           # g, scales the position embeddings (Fig. 4); 1 = standard (our choice)
+pos_trainable = True      # train the position embeddings (our choice, as timm); False keeps them fixed
 # init (Sec. 4; Sec. 5.1 uses a1 = b1 = 0.7, a2 = b2 = 0.4 for all vision experiments)
 init = "mimetic"          # mimetic | default | qk, vo (Table 2: only W_Q, W_K / only W_V, W_proj) | simple (Sec. 4)
 alpha1 = 0.7              # a1: noise weight in W_Q W_K^T ~ a1 Z1 + b1 I (eq 1)
 beta1 = 0.7               # b1: identity weight in eq 1
 alpha2 = 0.4              # a2: noise weight in W_V W_proj ~ a2 Z2 - b2 I (eq 2)
 beta2 = 0.4               # b2: identity weight in eq 2
-vo_sign = -1              # sign of the identity in eq 2; +1 is Table 2's "W_V W_proj ~ +cI" ablation
+vo_sign = -1              # sign of the identity in eq 2; +1: Table 2's "W_V W_proj ~ +cI" ablation
 # data
 dataset = "cifar10"       # cifar10 | cifar100 (Table 4; SVHN and Tiny ImageNet: extras/table4.py)
-data_dir = "data"         # holds cifar-10-batches-py/ (official python layout) or receives the download
-image_size = 0            # resize to this side before patching (Table 7: 32 to 256); 0 = the dataset's own, 32
+data_dir = "data"         # holds cifar-10-batches-py/ (official python layout) or gets the download
+image_size = 0            # resize to this side before patching (Table 7: 32-256); 0 = keep 32
 train_subset = 0          # use only the first N training images (0 = all)
-# augmentation, drawn per image: the authors' 100-epoch setting for their CIFAR-10 script (locuslab/convmixer-cifar10
-# README.md line 50: --ra-n=2 --ra-m=12 --scale=1.0 --jitter=0.2 --reprob=0.2 --epochs=100, "more regularization" for
-# four times the script's 25 epochs; its lr and weight decay are ConvMixer's, ours the paper's), in the transforms of
-# its train.py (lines 16-20, 69-77). The paper: "RandAugment and Cutout", no settings. Our order: flip, then
-# torchvision's crop, RandAugment, jitter, then normalise, random erasing, Cutout (the script flips after the crop)
+# augmentation, drawn per image. The paper: "RandAugment and Cutout", no settings. Ours: the
+# authors' 100-epoch setting of their CIFAR-10 script (locuslab/convmixer-cifar10 README.md line 50:
+# --ra-n=2 --ra-m=12 --scale=1.0 --jitter=0.2 --reprob=0.2, "more regularization" for 4x the 25 epochs
+# of its train.py; lr and weight decay stay the paper's), with train.py's transforms (lines 16-20,
+# 69-77), in the order flip, crop, RandAugment, jitter, normalise, erase, Cutout (train.py flips after the crop)
 hflip = True              # random horizontal flip, p = 0.5 (train.py line 71)
 crop_scale = 1.0          # RandomResizedCrop(32, scale=(crop_scale, 1), ratio=(1, 1)) (train.py lines 16, 70); 1 = off
 ra_n = 2                  # RandAugment: ops per image (train.py lines 19, 72); 0 = off
@@ -76,14 +76,13 @@ workers = -1              # processes augmenting beside training; -1 = CPU cores
                           # 0 = in the main process (our choice; train.py line 31: 2). The batches do not depend on it
 # optimisation (Sec. 5.1: batch 512, AdamW, lr 3e-3, weight decay 0.01, 100 epochs)
 epochs = 100              # passes over the training set
-batch_size = 512          # images per step (Sec. 5.1)
-lr = 3e-3                 # peak learning rate (Sec. 5.1)
+batch_size = 512          # images per step
+lr = 3e-3                 # peak learning rate
 weight_decay = 0.01       # on weight matrices only (our choice, as nanoGPT; train.py line 102 decays every parameter)
 schedule = "onecycle"     # onecycle: linear 0 -> lr at warmup_frac -> lr/20 at 80% -> 0 at the end, set before every
                           # step (train.py lines 99-100, 114-115) | cosine: linear warmup, then cosine to 0 (v1)
-warmup_frac = 0.4         # fraction of the steps spent rising to the peak (train.py: 2E/5; v1: 0.05)
-label_smoothing = 0.0     # cross-entropy target smoothing in training (our choice: off, as train.py line 103;
-                          # timm's default 0.1; the paper is silent). The test loss is always unsmoothed
+warmup_frac = 0.4         # fraction of the steps rising to the peak (train.py: 2E/5; v1: 0.05)
+label_smoothing = 0.0     # of the training loss only, never the test loss (our choice: off, as train.py line 103)
 grad_clip = 0.0           # clip the global gradient norm to this; 0 = off (train.py lines 28, 123-125: off; v1: 1)
 recipe = "authors100"     # authors100 (the lines above) | authors | v1: the keys each sets, for those not given:
 RECIPES = {"authors100": {},
@@ -101,10 +100,10 @@ eval_batch_size = 1024    # test images per forward pass
 log_interval = 50         # steps between log lines
 out_dir = ""              # "" = out/vit-<dataset>-<init>-seed<seed>; a new run refuses a folder holding another run
 resume = False            # continue from <out_dir>/ckpt.pt (the same settings, up to device, compile and logging)
-stop_epoch = 0            # end this invocation after this epoch (0 = run to the end); resume it later
+stop_epoch = 0            # end this invocation after this epoch (0 = never); resume it later
 config_keys = [k for k, v in globals().items() if not k.startswith("_") and isinstance(v, (bool, int, float, str))]
 
-# -----------------------------------------------------------------------------------------------
+# -----------------------------------------------------------------------------
 # model
 
 
@@ -171,8 +170,7 @@ class ViT(nn.Module):
         self.config = c = config
         self.patch_embed = nn.Linear(c.in_channels * c.patch_size ** 2, c.width)
         self.cls_token = nn.Parameter(torch.zeros(1, 1, c.width))
-        # position embeddings P (N, d), class token at index 0, patches in raster order after it:
-        # 1D sinusoids over the token index (our choice; the paper does not say 1D or 2D)
+        # position embeddings P (N, d) by token index: class token, then patches in raster order (1D: our choice)
         pos = torch.zeros(1, c.num_tokens, c.width)
         if c.pos_trainable:
             self.pos_embed = nn.Parameter(pos)
@@ -185,17 +183,17 @@ class ViT(nn.Module):
 
     @torch.no_grad()
     def init_weights(self):
-        """The default init (timm's ViT, our reading of the paper's "default normal initialization"):
+        """The default init (timm's ViT; our reading of the paper's "default normal initialization"):
 
-        | tensor                          | init                                                    |
-        |---------------------------------|---------------------------------------------------------|
-        | patch_embed.weight, .bias       | PyTorch default U(+-1/sqrt(fan_in)), as timm's Conv2d    |
-        | every other Linear weight       | truncated normal, std 0.02 (timm)                        |
-        | every other Linear bias         | 0                                                       |
-        | cls_token                       | normal, std 1e-6 (timm)                                 |
-        | pos_embed (sinusoidal)          | pos_scale * sinusoids (Sec. 5.1, Fig. 4)                |
-        | pos_embed (learned)             | pos_scale * truncated normal, std 0.02 (timm)           |
-        | LayerNorm weight, bias          | 1, 0                                                    |
+        | tensor                    | init                                                   |
+        |---------------------------|--------------------------------------------------------|
+        | patch_embed.weight, .bias | PyTorch default U(+-1/sqrt(fan_in)), as timm's Conv2d  |
+        | every other Linear weight | truncated normal, std 0.02 (timm)                      |
+        | every other Linear bias   | 0                                                      |
+        | cls_token                 | normal, std 1e-6 (timm)                                |
+        | pos_embed (sinusoidal)    | pos_scale * sinusoids (Sec. 5.1, Fig. 4)               |
+        | pos_embed (learned)       | pos_scale * truncated normal, std 0.02 (timm)          |
+        | LayerNorm weight, bias    | 1, 0                                                   |
         """
         c = self.config
         for name, m in self.named_modules():
@@ -229,7 +227,7 @@ def model_config(cfg, num_classes):
                      pos_emb=cfg.pos_emb, pos_scale=cfg.pos_scale, pos_trainable=cfg.pos_trainable)
 
 
-# -----------------------------------------------------------------------------------------------
+# -----------------------------------------------------------------------------
 # mimetic initialization (Sec. 4). Depends on torch alone: copy this function into your own model.
 
 @torch.no_grad()
@@ -237,10 +235,10 @@ def mimetic_init_(qkv_weight, proj_weight, num_heads, alpha1=0.7, beta1=0.7, alp
                   generator=None, vo_sign=-1, init_qk=True, init_vo=True):
     """Mimetic init (Trockman & Kolter 2023, Sec. 4) of one self-attention layer, in place.
 
-    | product, as the layer applies it | target                                          | eqs        |
-    |----------------------------------|-------------------------------------------------|------------|
-    | W_V W_proj (d x d, one per layer) | a2 Z2 - b2 I, exactly (up to float rounding)    | 2, 3, 4    |
-    | W_Q^h W_K^h^T (d x d, per head h) | best rank-k approximation of a1 Z1^h + b1 I     | 1, 5, 6, 7 |
+    | product, as the layer applies it  | target                                       | eqs        |
+    |-----------------------------------|----------------------------------------------|------------|
+    | W_V W_proj (d x d, one per layer) | a2 Z2 - b2 I, exactly (up to float rounding) | 2, 3, 4    |
+    | W_Q^h W_K^h^T (d x d, per head h) | best rank-k approximation of a1 Z1^h + b1 I  | 1, 5, 6, 7 |
 
     Z1^h (afresh for every head) and Z2 have i.i.d. N(0, 1/d) entries, as the paper says for both. The rank-k
     truncation (Eckart-Young) weakens the diagonal: mean about 0.39, not 0.7, for a1 = b1 = 0.7 and k = d/3.
@@ -316,9 +314,8 @@ def simple_init_(qkv_weight, proj_weight, num_heads, generator=None):
 
 @torch.no_grad()
 def init_attention_(model, init, alpha1, beta1, alpha2, beta2, vo_sign=-1, generator=None):
-    """Every block's attention, after the default init and before torch.compile. init: mimetic (both products)
-    | qk (only W_Q, W_K) | vo (only W_V, W_proj) | default (none): Table 2's arms, which all draw the same noise;
-    simple: Sec. 4's simplest technique. The SVDs run on one thread: the same bits whatever the thread count."""
+    """Every block's attention, after the default init and before torch.compile, as the --init arm says (INITS;
+    Table 2's arms draw the same noise). The SVDs run on one thread: the same bits whatever the thread count."""
     if init == "default":
         return
     threads = torch.get_num_threads()
@@ -347,22 +344,20 @@ def build_model(cfg, num_classes):
     return model
 
 
-# -----------------------------------------------------------------------------------------------
-# data: a dataset lives whole in memory as uint8 (N, 3, 32, 32). Training batches are augmented per image on the
-# CPU (at the images' own size, so that the transforms keep their CIFAR meaning), beside training in DataLoader
-# workers, then moved to the device and resized to image_size (Table 7). Test images live on the device.
+# -----------------------------------------------------------------------------
+# data: a dataset lives in memory as uint8 (N, 3, 32, 32). DataLoader workers augment the training batches on
+# the CPU beside training, at the images' own size (so that the transforms keep their CIFAR meaning); on the
+# device they are resized to image_size (Table 7). Test images live on the device.
 DATASETS = {  # name: (folder in the official python layout, file names, label key, classes)
     "cifar10": ("cifar-10-batches-py", [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"], "labels", 10),
-    "cifar100": ("cifar-100-python", ["train", "test"], "fine_labels", 100),
-}
+    "cifar100": ("cifar-100-python", ["train", "test"], "fine_labels", 100)}
 MEAN_STD = {"cifar10": ((0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)),
             "cifar100": ((0.5071, 0.4865, 0.4409), (0.2673, 0.2564, 0.2762))}
 
 
 def load_dataset(name, root):
-    """(train_x, train_y, test_x, test_y): uint8 (N, 3, 32, 32) and int64 (N,) CPU tensors from the official python
-    layout in <root>/<folder>/, downloaded when missing; a file that cannot be read stops the run, naming it."""
-    folder, files, key, _ = DATASETS[name]
+    """(train_x, train_y, test_x, test_y): uint8 (N, 3, 32, 32) and int64 (N,) CPU tensors; downloaded when missing."""
+    folder, files, key, classes = DATASETS[name]
     base = os.path.join(root, folder)
     missing = [f for f in files if not os.path.exists(os.path.join(base, f))]
     if missing:
@@ -381,18 +376,21 @@ def load_dataset(name, root):
         if len(ys[-1]) == 0 or len(ys[-1]) != len(xs[-1]):
             raise SystemExit(f"error: {path} holds {len(xs[-1])} images and {len(ys[-1])} labels: copy it again, "
                              f"or delete it to download it afresh")
+    print(f"data: {name} ({classes} classes) | train {sum(map(len, ys[:-1])):,} images | test {len(ys[-1]):,} images")
     return torch.cat(xs[:-1]), torch.cat(ys[:-1]), xs[-1], ys[-1]  # the last file is the test set
 
 
 def download(name, root, base, missing):
-    """torchvision's download of the official python version into <root>/<folder>/; offline, one error line."""
+    """torchvision's download into <root>/<folder>/; offline (a 5 s connect), one error line."""
     tv = torchvision.datasets.CIFAR10 if name == "cifar10" else torchvision.datasets.CIFAR100
+    host = urlparse(tv.url).hostname
     try:
-        tv(root, train=True, download=True)
-    except URLError as e:  # no network, or the host does not answer
+        socket.create_connection((host, 443), timeout=5).close()
+    except OSError:
         raise SystemExit(f"error: {name} not found: {base}/ lacks {', '.join(missing)}, and the download failed "
-                         f"({e.reason}): put them there (the official python version, {tv.filename} unpacked), "
-                         f"or pass --data_dir=<a folder that holds {os.path.basename(base)}/>") from None
+                         f"({host} cannot be reached): put them there (the official python version, {tv.filename} "
+                         f"unpacked), or pass --data_dir=<a folder that holds {os.path.basename(base)}/>") from None
+    tv(root, train=True, download=True)
 
 
 def norm_stats(mean_std, dev):
@@ -401,13 +399,12 @@ def norm_stats(mean_std, dev):
 
 
 def augment(x, cfg, mean, std):
-    """uint8 (B, 3, H, W) -> normalised float (B, 3, H, W), every draw from torch's global RNG: a flip per image,
-    then torchvision's public transforms (RandomResizedCrop, RandAugment, ColorJitter; after normalising,
-    RandomErasing), which draw once a call: called on each chunk of cfg.ra_chunk images (1: per image); Cutout."""
+    """uint8 (B, 3, H, W) -> normalised float, every draw from torch's RNG: a flip per image; torchvision's crop,
+    RandAugment, jitter and (after normalising) erasing, which draw once a call, per cfg.ra_chunk images; Cutout."""
     B, _, H, W = x.shape
     if cfg.hflip:
         x = torch.where((torch.rand(B) < 0.5)[:, None, None, None], x.flip(-1), x)
-    before, after = [], []
+    before, after = nn.Sequential(), nn.Sequential()  # empty: the identity
     if cfg.crop_scale < 1:
         before.append(T.RandomResizedCrop((H, W), scale=(cfg.crop_scale, 1.0), ratio=(1.0, 1.0)))
     if cfg.ra_n > 0:
@@ -416,8 +413,11 @@ def augment(x, cfg, mean, std):
         before.append(T.ColorJitter(cfg.jitter, cfg.jitter, cfg.jitter))
     if cfg.reprob > 0:
         after.append(T.RandomErasing(p=cfg.reprob))
-    before, after = T.Compose(before or [T.Identity()]), T.Compose(after or [T.Identity()])
-    x = torch.cat([after((before(chunk).float() / 255.0 - mean) / std) for chunk in x.split(cfg.ra_chunk)])
+    chunks = []
+    for chunk in x.split(cfg.ra_chunk):
+        chunk = before(chunk).float() / 255.0
+        chunks.append(after((chunk - mean) / std))
+    x = torch.cat(chunks)
     if cfg.cutout > 0:  # DeVries & Taylor 2017: zero (the mean) a square clipped at the border, centred anywhere
         cy, cx = torch.randint(H, (B, 1)), torch.randint(W, (B, 1))
         ys, xs = torch.arange(H), torch.arange(W)
@@ -442,9 +442,10 @@ class TrainBatches(torch.utils.data.Dataset):
 
 
 def train_loader(train_x, train_y, cfg, mean_std, dev):
-    """A DataLoader over TrainBatches whose order is the list it returns, refilled by start_epoch; cfg.workers
-    processes make the batches ahead of training, into pinned memory on CUDA."""
-    workers = cfg.workers if cfg.workers >= 0 else min(16, os.cpu_count() - 1) if dev.type == "cuda" else 1
+    """A DataLoader over TrainBatches, made by cfg.workers in the order of the list it returns (start_epoch's)."""
+    workers = cfg.workers
+    if workers < 0:
+        workers = min(16, os.cpu_count() - 1) if dev.type == "cuda" else 1
     order = []
     loader = torch.utils.data.DataLoader(TrainBatches(train_x, train_y, cfg, mean_std), batch_size=None,
                                          sampler=order, num_workers=workers, pin_memory=dev.type == "cuda",
@@ -454,8 +455,7 @@ def train_loader(train_x, train_y, cfg, mean_std, dev):
 
 
 def start_epoch(loader, order, gen, batch_size, steps):
-    """The next epoch's batches: a permutation of the training set and a seed per batch drawn from gen, into the
-    loader's order. Returns its iterator, for which the workers start making batches at once."""
+    """The next epoch: a permutation and a seed per batch from gen, into the loader's order. Returns its iterator."""
     perm = torch.randperm(len(loader.dataset.x), generator=gen)
     seeds = torch.randint(2 ** 62, (steps,), generator=gen).tolist()
     order[:] = [(perm[i * batch_size:(i + 1) * batch_size], seeds[i]) for i in range(steps)]
@@ -463,8 +463,7 @@ def start_epoch(loader, order, gen, batch_size, steps):
 
 
 def resize(x, size):
-    """Normalised float (B, 3, H, W) -> (B, 3, size, size), bilinear (our choice: the paper does not say
-    how Table 7's 64-256 pixel inputs were made from CIFAR); the batch itself when already that size."""
+    """Normalised (B, 3, H, W) -> (B, 3, size, size), bilinear (our choice: Table 7 does not say how it resized)."""
     if x.shape[-2:] == (size, size):
         return x
     return F.interpolate(x, size=(size, size), mode="bilinear", antialias=x.shape[-1] > size)
@@ -475,13 +474,13 @@ def to_input(x, mean, std, size):
     return resize((x.float() / 255.0 - mean) / std, size)
 
 
-# -----------------------------------------------------------------------------------------------
+# -----------------------------------------------------------------------------
 # evaluation
 
 @torch.no_grad()
 def evaluate(model, x, y, mean, std, batch, amp):
     """Full pass over (x, y) without augmentation: (mean loss, accuracy in %). train() passes the uncompiled model:
-    the last, smaller batch would make torch.compile compile again."""
+    the last, smaller batch would recompile it."""
     model.eval()
     loss, correct = torch.zeros((), device=x.device), torch.zeros((), device=x.device)
     for i in range(0, len(x), batch):
@@ -494,26 +493,22 @@ def evaluate(model, x, y, mean, std, batch, amp):
     return loss.item() / len(x), 100.0 * correct.item() / len(x)
 
 
-# -----------------------------------------------------------------------------------------------
+# -----------------------------------------------------------------------------
 # optimizer and schedule (the paper: AdamW; the schedule follows the authors' script)
 
 def make_optimizer(model, lr, weight_decay, dev):
-    """AdamW (Sec. 5.1), torch's default betas and eps (as train.py line 102); weight decay on matrices only,
-    not on biases, norms, class token or position embeddings (our choice, as nanoGPT: decaying the position
-    embeddings would erode the sinusoids)."""
+    """AdamW (Sec. 5.1), torch's default betas and eps (as train.py line 102); no weight decay on biases, norms,
+    class token and position embeddings (our choice, as nanoGPT: decay would erode the sinusoids)."""
     decay, no_decay = [], []
     for n, p in model.named_parameters():
         (decay if p.dim() >= 2 and n not in ("pos_embed", "cls_token") else no_decay).append(p)
-    return torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay},
-                              {"params": no_decay, "weight_decay": 0.0}], lr=lr, betas=(0.9, 0.999),
-                             fused=dev.type == "cuda")
+    groups = [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.999), fused=dev.type == "cuda")
 
 
 def get_lr(step, total_steps, cfg):
-    """The learning rate set before step `step` (0-based) of total_steps. onecycle: train.py's
-    np.interp(t, [0, 2E/5, 4E/5, E], [0, lr, lr/20, 0]) at t = epochs done after this step (lines 99-100,
-    114-115), with 2E/5 = warmup_frac * E; so the last step runs at 0. cosine (v1): a linear warmup over
-    warmup_frac of the steps, then cosine decay to 0."""
+    """The learning rate set before step `step` (0-based) of total_steps. onecycle: train.py's (lines 99-100)
+    np.interp(t, [0, 2E/5, 4E/5, E], [0, lr, lr/20, 0]), t = epochs done after this step, 2E/5 = warmup_frac * E."""
     if cfg.schedule == "onecycle":
         t = (step + 1) / total_steps
         knots = [(0.0, 0.0), (cfg.warmup_frac, cfg.lr), (0.8, cfg.lr / 20), (1.0, 0.0)]
@@ -527,11 +522,11 @@ def get_lr(step, total_steps, cfg):
     return cfg.lr * 0.5 * (1 + math.cos(math.pi * (step - warmup_steps) / max(1, total_steps - warmup_steps)))
 
 
-# -----------------------------------------------------------------------------------------------
+# -----------------------------------------------------------------------------
 # training
 
 def forward_backward(net, x, y, amp, label_smoothing=0.0):
-    """One batch's loss (in fp32, whatever the precision) and its gradients; also the logits."""
+    """One batch's loss (in fp32, whatever the precision), its gradients, the logits."""
     with amp:
         logits = net(x)
     loss = F.cross_entropy(logits.float(), y, label_smoothing=label_smoothing)
@@ -540,16 +535,16 @@ def forward_backward(net, x, y, amp, label_smoothing=0.0):
 
 
 def train(model, data, mean_std, cfg, dev, amp, ckpt=None):
-    """AdamW on data = (train_x, train_y, test_x, test_y): uint8 images, the training set on the CPU and the test
-    set on the device, normalised with mean_std = per-channel (mean, std) as in MEAN_STD; evaluates and
-    checkpoints after every epoch. Returns the history, or None when stopped by --stop_epoch."""
+    """AdamW on data = (train_x, train_y, test_x, test_y), uint8 (training set on the CPU, test set on the device),
+    normalised by mean_std; evaluates and checkpoints every epoch. Returns the history, or None after --stop_epoch."""
     train_x, train_y, test_x, test_y = data
+    train_x, train_y = train_x[:cfg.train_subset or None], train_y[:cfg.train_subset or None]  # 0: all
     steps = len(train_x) // cfg.batch_size  # per epoch; the last partial batch is dropped (fixed shapes)
     if steps < 1:
         raise SystemExit(f"error: {len(train_x):,} training images but batch_size {cfg.batch_size}: lower --batch_size")
     opt = make_optimizer(model, cfg.lr, cfg.weight_decay, dev)
     gen = torch.Generator().manual_seed(cfg.seed)  # the data order and each batch's augmentation seed
-    state = restore(ckpt, opt, gen, dev) if ckpt is not None else {"history": []}  # a resumed run goes on bit for bit
+    state = restore(ckpt, opt, gen, dev) if ckpt is not None else {"history": []}
     history = state["history"]
     net = torch.compile(model) if cfg.compile == "true" or (cfg.compile == "auto" and dev.type == "cuda") else model
     loader, order = train_loader(train_x, train_y, cfg, mean_std, dev)
@@ -563,7 +558,7 @@ def train(model, data, mean_std, cfg, dev, amp, ckpt=None):
         for i, (xb, yb) in enumerate(batches):
             xb = resize(xb.to(dev, non_blocking=True), model.config.image_size)
             yb = yb.to(dev, non_blocking=True)
-            if step == first_step:  # forward and backward timed on slices of this batch: the run's cost, at once
+            if step == first_step:  # the run's cost, timed on slices of its first batch
                 progress.estimate(lambda n: forward_backward(model, xb[:n], yb[:n], amp)[0], model, len(xb), steps)
             lr = get_lr(step, cfg.epochs * steps, cfg)
             for group in opt.param_groups:
@@ -576,14 +571,14 @@ def train(model, data, mean_std, cfg, dev, amp, ckpt=None):
             step += 1
             n = torch.full((), len(yb), device=dev)  # a fill on the device: no copy, no wait
             sums += torch.stack([loss.detach() * len(yb), (logits.argmax(-1) == yb).sum(), n])
-            progress.update(step, loss)  # on a terminal only: one line, rewritten in place
+            progress.update(step, loss)
             if step % cfg.log_interval == 0 or i == steps - 1:
                 loss_sum, hits, n = sums[1].tolist()  # the only wait for the device between log lines
                 progress.print(f"step {step}/{cfg.epochs * steps} | epoch {epoch} | loss {loss_sum / n:.4f} | "
                                f"acc {100 * hits / n:.1f} | lr {lr:.1e}", step)
                 sums[1] = 0
         loss_sum, hits, n = sums[0].tolist()
-        data_rng = gen.get_state()  # what the checkpoint holds: the data stream before the next epoch's draws
+        data_rng = gen.get_state()  # for the checkpoint: before the next epoch's draws
         if epoch not in (cfg.epochs, cfg.stop_epoch):  # the workers make its first batches during the evaluation
             batches = start_epoch(loader, order, gen, cfg.batch_size, steps)
         test_loss, test_acc = evaluate(model, test_x, test_y, *test_stats, cfg.eval_batch_size, amp)
@@ -602,18 +597,16 @@ def train(model, data, mean_std, cfg, dev, amp, ckpt=None):
     return history
 
 
-# -----------------------------------------------------------------------------------------------
+# -----------------------------------------------------------------------------
 # main
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     cfg = parse_config(argv)                     # a user's mistake ends here, with one error line
-    dev, amp, prec = device_and_precision(cfg)   # bf16 autocast on CUDA, fp32 elsewhere; the loss is fp32
+    dev, amp, prec = device_and_precision(cfg)   # bf16 autocast on CUDA, else fp32; the loss is fp32
     print("config: " + " ".join(f"{k}={v}" for k, v in vars(cfg).items()))
     ckpt = open_run(cfg)                         # None for a new run; --resume: the checkpoint, of this config
     train_x, train_y, test_x, test_y = load_dataset(cfg.dataset, cfg.data_dir)
-    if cfg.train_subset:
-        train_x, train_y = train_x[:cfg.train_subset], train_y[:cfg.train_subset]
 
     model = build_model(cfg, DATASETS[cfg.dataset][3]).to(dev)  # the default init, then the attention init
     if ckpt is not None:
@@ -631,7 +624,7 @@ def main(argv=None):
                          wall_time_s=history[-1]["elapsed_s"])
 
 
-# ===============================================================================================
+# =============================================================================
 # tail: machinery the paper does not define (arguments, run folder, checkpoints and results, device, progress)
 CHOICES = {"init": INITS, "dataset": tuple(DATASETS), "pos_emb": ("sinusoidal", "learned"), "vo_sign": (-1, 1),
            "schedule": ("onecycle", "cosine"), "recipe": tuple(RECIPES), "precision": ("auto", "bf16", "fp32"),
@@ -642,7 +635,7 @@ RESUME_FREE = {"resume", "stop_epoch", "compile", "device", "eval_batch_size", "
 
 
 def parse_config(argv):
-    """The config globals, overridden by --key=value in the default's type; a user's mistake is one `error:` line."""
+    """The config globals, overridden by --key=value; a user's mistake is one `error:` line."""
     if "-h" in argv or "--help" in argv:  # the config block above: every key, its default and why
         with open(__file__, encoding="utf-8") as f:
             keys = f.read().split("\n# config:")[1].split("\nconfig_keys =")[0]
@@ -670,8 +663,7 @@ def parse_config(argv):
 
 
 def parse_args(argv, defaults):
-    """{key: value} of the --key=value arguments, each in its default's type; a user's mistake is one `error:` line.
-    The scripts in extras/ parse their own keys with it."""
+    """{key: value} of --key=value arguments in their defaults' types (extras/ uses it); a mistake: an `error:` line."""
     given = {}
     for arg in argv:
         key, eq, text = arg.removeprefix("--").partition("=")
@@ -713,17 +705,16 @@ def load_checkpoint(path):
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as e:  # what weights_only raises, with a long message, also for damaged bytes
-        raise SystemExit(f"error: {path} is not a readable checkpoint: its bytes are damaged, or it holds objects "
-                         f"other than tensors, numbers, strings and containers (this program's never do), so it is not "
-                         f"loaded: put back a good copy, or start afresh with another --out_dir") from e
+        raise SystemExit(f"error: {path} is not a readable checkpoint: damaged, or holding objects other than tensors, "
+                         f"numbers, strings and containers (this program's never do): put back a good copy, or start "
+                         f"afresh with another --out_dir") from e
     except Exception as e:  # truncated or overwritten: torch raises many kinds; repr keeps it one line
         raise SystemExit(f"error: {path} is not a readable checkpoint ({e!r}): put back a good copy, or start "
                          f"afresh with another --out_dir") from e
 
 
 def save_checkpoint(cfg, model, opt, data_rng, state, dev):
-    """<out_dir>/ckpt.pt: the uncompiled model, the optimizer, the random streams (data_rng: the data order's,
-    before the next epoch's draws), the state and the config."""
+    """<out_dir>/ckpt.pt: uncompiled model, optimizer, random streams (data_rng: the data order's), state, config."""
     rng = [(torch.get_rng_state(), torch.cuda.get_rng_state(dev) if dev.type == "cuda" else None)]  # one process
     save_atomic({"model": model.state_dict(), "epoch": len(state["history"]), "optimizer": opt.state_dict(),
                  "data_rng": data_rng, "rng": rng, **state, "config": vars(cfg)},
@@ -762,7 +753,7 @@ def save_atomic(obj, path):
 
 def device_and_precision(cfg):
     """(device, autocast context, precision name): "" picks cuda, then mps, then cpu; auto is bf16 on CUDA."""
-    mps = hasattr(torch.backends, "mps") and torch.backends.mps.is_available()
+    mps = torch.backends.mps.is_available()
     dev = torch.device(cfg.device or ("cuda" if torch.cuda.is_available() else "mps" if mps else "cpu"))
     if cfg.precision == "fp32" or (cfg.precision == "auto" and dev.type != "cuda"):
         return dev, nullcontext(), "fp32"
@@ -785,8 +776,7 @@ QUICK_RUN = "python mimetic_vit.py --width=96 --depth=4 --heads=3 --patch_size=4
 
 
 class Progress:
-    """What a run costs: an estimate before step 1, then the speed and time left on each log line and, on a
-    terminal only, on one line rewritten in place between them."""
+    """What a run costs: an estimate before step 1, then speed and time left per log line (and between, on a tty)."""
 
     def __init__(self, total_steps, per_step, unit, step):  # per_step `unit`s a step; from step `step` on
         self.total, self.per_step, self.unit, self.start = total_steps, per_step, unit, (step, time.perf_counter())

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
-import mimetic_lm  # noqa: E402
+import mimetic_lm as lm  # noqa: E402
 
 # the vocabulary each dataset loads with (test_lm_section.py checks PTB and WikiText-2 against the files)
 VOCAB_SIZES = {"ptb_char": 49, "ptb_word": 10_000, "wikitext2": 33_278, "wikitext103": 267_735}
@@ -42,11 +42,11 @@ def seconds_per_call(fn, sync, steps=20, warmup=5):
 
 
 def main(argv=None):
-    cfg = mimetic_lm.parse_config(sys.argv[1:] if argv is None else argv)
-    dev, amp, prec = mimetic_lm.device_and_precision(cfg)
-    model = mimetic_lm.build_model(cfg, VOCAB_SIZES[cfg.dataset]).to(dev)  # as mimetic_lm.main() builds it
+    cfg = lm.parse_config(sys.argv[1:] if argv is None else argv)
+    dev, amp, prec = lm.device_and_precision(cfg)
+    model = lm.build_model(cfg, VOCAB_SIZES[cfg.dataset]).to(dev)  # as mimetic_lm.main() builds it
     c, compiled = model.config, cfg.compile == "true" or (cfg.compile == "auto" and dev.type == "cuda")
-    opt = mimetic_lm.make_optimizer(model, cfg.lr, cfg.weight_decay, dev)
+    opt = lm.make_optimizer(model, cfg.lr, cfg.weight_decay, dev)
     net = torch.compile(model) if compiled else model
     x = torch.randint(c.vocab_size, (cfg.batch_size, cfg.seq_len), device=dev)
     y = torch.randint(c.vocab_size, (cfg.batch_size, cfg.seq_len), device=dev)
@@ -63,7 +63,7 @@ def main(argv=None):
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
     tps = cfg.batch_size * cfg.seq_len / seconds_per_call(step, sync)
     print(f"benchmark: {tps:.0f} tok/s | {tps * train_flops_per_token(c) / 1e12:.2f} TFLOP/s (model matmuls) | "
-          f"{mimetic_lm.hardware(dev)} | {prec} | compile {compiled} | width {c.width} depth {c.depth} "
+          f"{lm.hardware(dev)} | {prec} | compile {compiled} | width {c.width} depth {c.depth} "
           f"heads {c.heads} vocab {c.vocab_size} seq_len {cfg.seq_len} batch {cfg.batch_size}")
     return tps
 

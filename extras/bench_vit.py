@@ -57,7 +57,7 @@ def main(argv=None):
     model = mv.build_model(cfg, mv.DATASETS[cfg.dataset][3]).to(dev)  # as mimetic_vit.main() builds it
     c = model.config
     print(f"model: {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters, {c.num_tokens} tokens")
-    compiled = cfg.compile == "true" or (cfg.compile == "auto" and dev.type == "cuda")  # as mv.train() decides
+    compiled = cfg.compile == "true" or (cfg.compile == "auto" and dev.type == "cuda")  # as mimetic_vit.train() decides
     net = torch.compile(model) if compiled else model
     opt = mv.make_optimizer(model, cfg.lr, cfg.weight_decay, dev)
     x = torch.randn(cfg.batch_size, 3, c.image_size, c.image_size, device=dev)

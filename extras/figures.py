@@ -37,10 +37,10 @@ from einops import rearrange
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
-import mimetic_lm  # noqa: E402
-import mimetic_vit  # noqa: E402
+import mimetic_lm as lm  # noqa: E402
+import mimetic_vit as mv  # noqa: E402
 
-PROGRAMS = {"vit": mimetic_vit, "lm": mimetic_lm}
+PROGRAMS = {"vit": mv, "lm": lm}
 KEYS = {"program": "", "checkpoint": "", "out": ""}  # this script's keys, defaults (the module docstring)
 
 
@@ -107,7 +107,7 @@ def parse(argv):
         print(__doc__ + "\nThis script's keys and defaults: " + " ".join(f"--{k}={v}" for k, v in KEYS.items()))
         raise SystemExit(0)
     own = [a for a in argv if a.removeprefix("--").partition("=")[0] in KEYS]  # the rest: the program's keys
-    ours = {**KEYS, **mimetic_vit.parse_args(own, KEYS)}
+    ours = {**KEYS, **mv.parse_args(own, KEYS)}
     rest = [a for a in argv if a not in own]
     if ours["program"] not in PROGRAMS:
         raise SystemExit(f"error: --program={ours['program']}: use --program=vit or --program=lm")
@@ -123,7 +123,7 @@ def parse(argv):
                              f"best.pt)")
         ckpt = program.load_checkpoint(ours["checkpoint"])
         cfg = SimpleNamespace(**{**vars(cfg), **ckpt["config"], "data_dir": cfg.data_dir})  # defaults: older runs
-        if ours["program"] == "vit" and cfg.dataset not in mimetic_vit.DATASETS:
+        if ours["program"] == "vit" and cfg.dataset not in mv.DATASETS:
             raise SystemExit(f"error: --checkpoint={ours['checkpoint']}: a {cfg.dataset} run of extras/table4.py; "
                              f"this script draws runs of mimetic_vit.py (CIFAR) and mimetic_lm.py")
     vars(cfg).update(ours)
@@ -137,13 +137,13 @@ def main(argv=None):
     cfg, ckpt = parse(sys.argv[1:] if argv is None else argv)
     name = cfg.program
     if name == "vit":
-        test_x = mimetic_vit.load_dataset(cfg.dataset, cfg.data_dir)[2]
-        model = mimetic_vit.build_model(cfg, mimetic_vit.DATASETS[cfg.dataset][3])
-        mean, std = mimetic_vit.norm_stats(mimetic_vit.MEAN_STD[cfg.dataset], "cpu")
-        x = mimetic_vit.to_input(test_x[:64], mean, std, model.config.image_size)  # (64, 3, size, size)
+        test_x = mv.load_dataset(cfg.dataset, cfg.data_dir)[2]
+        model = mv.build_model(cfg, mv.DATASETS[cfg.dataset][3])
+        mean, std = mv.norm_stats(mv.MEAN_STD[cfg.dataset], "cpu")
+        x = mv.to_input(test_x[:64], mean, std, model.config.image_size)  # (64, 3, size, size)
     else:
-        vocab, ids = mimetic_lm.load_dataset(cfg.dataset, cfg.data_dir)
-        model = mimetic_lm.build_model(cfg, len(vocab))
+        vocab, ids = lm.load_dataset(cfg.dataset, cfg.data_dir)
+        model = lm.build_model(cfg, len(vocab))
         valid = ids["valid"].long()
         T = min(cfg.seq_len, len(valid))
         x = valid[:min(8, len(valid) // T) * T].view(-1, T)  # (8, seq_len): the first windows of validation text

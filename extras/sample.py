@@ -14,7 +14,7 @@ import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
-import mimetic_lm  # noqa: E402
+import mimetic_lm as lm  # noqa: E402
 
 KEYS = {"out_dir": "",       # the run's folder, holding best.pt (required)
         "n": 300,            # tokens to sample
@@ -40,7 +40,7 @@ def parse(argv):
         print(__doc__ + "\nThis script's keys and defaults: " + " ".join(f"--{k}={v}" for k, v in KEYS.items()))
         raise SystemExit(0)
     own = [a for a in argv if a.removeprefix("--").partition("=")[0] in KEYS]  # the rest: the program's keys
-    ours = {**KEYS, **mimetic_lm.parse_args(own, KEYS)}
+    ours = {**KEYS, **lm.parse_args(own, KEYS)}
     rest = [a for a in argv if a not in own]
     if rest:
         raise SystemExit(f"error: unknown key {rest[0]!r}; known keys: {', '.join(KEYS)} (use --key=value)")
@@ -54,11 +54,11 @@ def main(argv=None):
     path = os.path.join(args.out_dir, "best.pt")
     if not os.path.exists(path):
         raise SystemExit(f"error: no {path}: --out_dir must name a run that finished at least one epoch")
-    best = mimetic_lm.load_checkpoint(path)
+    best = lm.load_checkpoint(path)
     cfg, vocab = SimpleNamespace(**{"small_emb": False, **best["config"]}), best["vocab"]  # older runs: no small_emb
-    level = mimetic_lm.DATASETS[cfg.dataset][2]
+    level = lm.DATASETS[cfg.dataset][2]
     dev = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    model = mimetic_lm.build_model(cfg, len(vocab))  # the shape of the run; its weights come next
+    model = lm.build_model(cfg, len(vocab))  # the shape of the run; its weights come next
     model.load_state_dict(best["model"])
     index = {w: i for i, w in enumerate(vocab)}
     pieces = list(args.prompt.replace("\n", "<eos>")) if level == "char" else args.prompt.split()

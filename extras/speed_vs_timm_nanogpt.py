@@ -33,8 +33,8 @@ import torch.nn.functional as F
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
-import mimetic_lm  # noqa: E402
-import mimetic_vit  # noqa: E402
+import mimetic_lm as lm  # noqa: E402
+import mimetic_vit as mv  # noqa: E402
 
 KEYS = {"nanogpt": "/tmp/nanogpt_model.py",  # path of nanoGPT's model.py
         "mode": "fp32",                       # one of MODES: bf16 is autocast, compile is torch.compile
@@ -83,13 +83,13 @@ def models(args, nanogpt):
     except ImportError:
         raise SystemExit("error: timm is not installed: pip install timm") from None
     d = args.depth
-    ours_vit = mimetic_vit.build_model(mimetic_vit.parse_config([f"--depth={d}"]), 10)  # ViT-Tiny, as main() builds it
+    ours_vit = mv.build_model(mv.parse_config([f"--depth={d}"]), 10)  # ViT-Tiny, as main() builds it
     # timm's defaults: qkv_bias=True, mlp_ratio=4, pre-norm, dropouts 0, position embedding over the
     # class token too (no_embed_class=False), fused attention (F.scaled_dot_product_attention)
     timm_vit = VisionTransformer(img_size=32, patch_size=2, embed_dim=192, depth=d, num_heads=3, num_classes=10,
                                  class_token=True, global_pool="token")
     # width 384, 8 heads, as main() builds it
-    ours_lm = mimetic_lm.build_model(mimetic_lm.parse_config([f"--depth={d}", "--seq_len=256"]), 50)
+    ours_lm = lm.build_model(lm.parse_config([f"--depth={d}", "--seq_len=256"]), 50)
     gpt = nanogpt.GPT(nanogpt.GPTConfig(n_layer=d, n_head=8, n_embd=384, block_size=256, vocab_size=50,
                                         dropout=0.1, bias=True))
     print(f"timm {timm.__version__}, fused attention: {timm.layers.use_fused_attn()}")
@@ -125,7 +125,7 @@ def parse(argv):
         print(__doc__ + "\nThis script's keys and defaults: " + " ".join(f"--{k}={v}" for k, v in KEYS.items()))
         raise SystemExit(0)
     own = [a for a in argv if a.removeprefix("--").partition("=")[0] in KEYS]  # the rest: the program's keys
-    ours = {**KEYS, **mimetic_vit.parse_args(own, KEYS)}
+    ours = {**KEYS, **mv.parse_args(own, KEYS)}
     rest = [a for a in argv if a not in own]
     if rest:
         raise SystemExit(f"error: unknown key {rest[0]!r}; known keys: {', '.join(KEYS)} (use --key=value)")

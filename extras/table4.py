@@ -173,8 +173,6 @@ def main(argv=None):
 
     data = list((load_svhn if cfg.dataset == "svhn" else load_tinyimagenet)(cfg.data_dir))
     data[2], data[3] = data[2].to(dev), data[3].to(dev)  # the training set stays with the augmenting workers
-    if cfg.train_subset:
-        data[0], data[1] = data[0][:cfg.train_subset], data[1][:cfg.train_subset]
     history = mv.train(model, data, (mean, std), cfg, dev, amp, ckpt)
     if history is None:  # --stop_epoch
         return None

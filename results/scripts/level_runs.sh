@@ -7,24 +7,32 @@
 #    jpeg/ folders (the same images, real pixels or their JPEG twins), then each tested on both test sets.
 # 2. The laptop recipe (all 50,000 JPEG training images, 2 epochs) on today's default recipe, seeds 0-4; the impulse
 #    arm (extras/compare.py) on the same seeds; the same recipe on the copy re-encoded at quality 50
-#    (reencode_jpeg.py), seeds 0-2; the depth-12 rows (4 epochs), seeds 0-2.
+#    and 30 (reencode_jpeg.py), seeds 0-2; the depth-12 rows (4 epochs), seeds 0-2.
 # A run cut off by the end of a session goes on from its checkpoint (--resume=True) when this is run again.
 set -u
 cd "$(dirname "$0")/../.."
 export OMP_NUM_THREADS=1 PYTHONUNBUFFERED=1
 [ -d data/cifar-10-batches-py ] || python ../shared/data/cifar10-jpeg/make_batches.py data
 [ -d data/pair5k/jpeg ] || python ../shared/data/cifar10-lossless-5k/make_pair.py data/pair5k
-[ -d data/cifar10-q50 ] || python results/scripts/reencode_jpeg.py data 50
+for q in 50 30; do [ -d data/cifar10-q$q ] || python results/scripts/reencode_jpeg.py data $q; done
 LAPTOP="--width=96 --depth=4 --heads=3 --patch_size=4 --batch_size=128 --workers=0"
+laptop() {  # $1 the data's name in the folder, $2 its folder (empty: the program's default), $3 the seed
+    echo "cpu-$1-w96d4h3p4-50k-e2-authors100-ARM-seed$3|mimetic_vit.py $LAPTOP --epochs=2 ${2:+--data_dir=$2 }--seed=$3"
+}
+depth12() {  # $1 the seed
+    echo "cpu-cifar10jpeg-w96d12h3p4-50k-e4-authors100-ARM-seed$1|mimetic_vit.py ${LAPTOP/depth=4/depth=12} --epochs=4 --seed=$1"
+}
 jobs() {  # $1 the lane's arm, $2 the impulse seeds it also runs; each line: folder (ARM for the arm)|program and flags
     for s in 0 1 2; do
         for d in jpeg lossless; do echo "cpu-pair5k$d-w96d4h3p4-e15-ARM-seed$s|mimetic_vit.py $LAPTOP --epochs=15 --data_dir=data/pair5k/$d --seed=$s"; done
-        echo "cpu-cifar10jpeg-w96d4h3p4-50k-e2-authors100-ARM-seed$s|mimetic_vit.py $LAPTOP --epochs=2 --seed=$s"
+        laptop cifar10jpeg "" "$s"
     done
-    for s in 3 4; do echo "cpu-cifar10jpeg-w96d4h3p4-50k-e2-authors100-ARM-seed$s|mimetic_vit.py $LAPTOP --epochs=2 --seed=$s"; done
+    for s in 3 4; do laptop cifar10jpeg "" "$s"; done
     for s in $2; do echo "cpu-cifar10jpeg-w96d4h3p4-50k-e2-authors100-impulse-seed$s|extras/compare.py --compare=impulse $LAPTOP --epochs=2 --seed=$s"; done
-    for s in 0 1 2; do echo "cpu-cifar10q50-w96d4h3p4-50k-e2-authors100-ARM-seed$s|mimetic_vit.py $LAPTOP --epochs=2 --data_dir=data/cifar10-q50 --seed=$s"; done
-    for s in 0 1 2; do echo "cpu-cifar10jpeg-w96d12h3p4-50k-e4-authors100-ARM-seed$s|mimetic_vit.py ${LAPTOP/depth=4/depth=12} --epochs=4 --seed=$s"; done
+    for s in 0 1 2; do laptop cifar10q50 data/cifar10-q50 "$s"; done
+    depth12 0
+    for s in 0 1 2; do laptop cifar10q30 data/cifar10-q30 "$s"; done
+    for s in 1 2; do depth12 "$s"; done
 }
 lane() {
     jobs "$1" "$2" | while IFS="|" read -r name args; do

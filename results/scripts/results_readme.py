@@ -383,7 +383,7 @@ def checks():
 
 AE, SCRIPTS = "`python results/scripts/attention_entropy.py <run folder> ...`", "of results/scripts/ at `6794749`"
 BENCH = "`python extras/bench_vit.py --batch_size=32`, `python extras/bench_lm.py --batch_size=2`"
-PAIR = "`snapshot.py`, `tinyrun.py`"
+PAIR = "`snapshot.py`, `tinyrun.py` of results/scripts/ at `3c8c120`"  # bit_identity.py since
 MADE_BY = {  # folder: what made it, for the folders that hold no results.json of a run
     "cpu-attention-entropy-d12": f"{AE} (depth 12)", "cpu-attention-entropy-d12-authors": f"{AE} (the authors' recipe)",
     "cpu-augmentation-rate": "`python extras/bench_vit.py` at a toy model's shapes, `--device=cpu` (its log)",

@@ -4,10 +4,9 @@ main() builds them, and a tiny seeded run of each program with both inits (its h
     OMP_NUM_THREADS=1 python results/scripts/bit_identity.py <checkout> <out.pt>   # once per version
     python results/scripts/bit_identity.py --compare <a.pt> <b.pt>                 # exit 1 when anything differs
 
-Weights: arms mimetic, default, qk, vo, mimetic with vo_sign=+1, simple, seeds 0 and 1, at the laptop shapes (ViT
-96/4/3, patch 4; LM 128/4/4, 128 tokens, 49 characters), plus ViT-Tiny (mimetic, seed 0) and the LM with small_emb.
-One thread: LAPACK's SVD can differ by an ulp across thread counts. Checkouts after 85533dc (before, main() built
-the model in its own steps: snapshot.py at 6794749 built those too). The older folders were made by this file's two
+The weights: every init arm (mimetic, default, qk, vo, simple; mimetic with vo_sign=+1) at the laptop shapes, seeds 0
+and 1, plus ViT-Tiny and the LM with small_emb. One thread: LAPACK's SVD can differ by an ulp across thread counts.
+For checkouts after 85533dc (snapshot.py at 6794749 builds older ones). The older folders were made by its two
 forerunners, snapshot.py (the weights) and tinyrun.py (the runs): `git show 3c8c120:results/scripts/tinyrun.py`.
 """
 import os

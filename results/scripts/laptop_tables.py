@@ -1,6 +1,5 @@
-"""The laptop-scale tables (Tables 1, 2, 5, 6, Fig. 4, eqs 14-15, Fig. 6, the gap against the length of training,
-depth, word-level PTB, our a1 = 0 basis) and the GPU diagnosis, as Markdown, from the results files and logs under
-results/ (paths from the repository root). results/scripts/results_readme.py puts each in results/README.md, where a
+"""The tables of the laptop-scale runs (and of the GPU diagnosis), as Markdown, from the results files and logs under
+results/ (paths from the repository root): results/scripts/results_readme.py puts each in results/README.md where a
 block `table <function>` stands. Every cell links to the results file it was read from; the paper's numbers are
 typed in and labelled as the paper's. Statistics: mean ± sample standard deviation (n - 1) over seeds; a gap between
 two arms is the mean of the per-seed differences (same seed = same data order, augmentation and default-init draw)
@@ -56,10 +55,6 @@ def metric(path):
     return next(r[k] for k in ("final_test_acc", "test_bpc", "test_ppl") if k in r)
 
 
-def metrics(paths):
-    return [metric(p) for p in paths]
-
-
 def mean_std(xs):
     m = sum(xs) / len(xs)
     return m, math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1))
@@ -77,7 +72,7 @@ def cell(path, digits=2):
 
 def mean_sd(paths, digits=2):
     """mean ± std of the runs' metric."""
-    m, sd = mean_std(metrics(paths))
+    m, sd = mean_std([metric(p) for p in paths])
     return f"{m:.{digits}f} ± {sd:.{digits}f}"
 
 
@@ -134,16 +129,14 @@ def table1(seeds=range(5), learned_seeds=range(3)):
             + f"\n\nWall time per run: {minutes(d + lp + m)} min; time of epoch 1: {min(t):.1f}-{max(t):.1f} min.")
 
 
-TABLE2 = [  # (label, paper's Table 2 accuracy with 6 heads, our arm name)
-    ("Our initialization", 91.38, "mimetic"),
-    ("W_V W_proj ~ -cI => W_V W_proj ~ +cI", 89.65, "voplus"),
-    ("Init only W_Q, W_K", 89.17, "qk"),
-    ("Random pos. embeddings", 88.70, "mimetic-learnedpos"),
-    ("No init (only sinusoidal pos. embeddings)", 87.39, "default"),
-    ("Init only W_V, W_proj", 87.23, "vo"),
+TABLE2 = [  # (label, paper's Table 2 accuracy with 6 heads, our arm name, its flag)
+    ("Our initialization", 91.38, "mimetic", "--init=mimetic"),
+    ("W_V W_proj ~ -cI => W_V W_proj ~ +cI", 89.65, "voplus", "--vo_sign=1"),
+    ("Init only W_Q, W_K", 89.17, "qk", "--init=qk"),
+    ("Random pos. embeddings", 88.70, "mimetic-learnedpos", "--pos_emb=learned"),
+    ("No init (only sinusoidal pos. embeddings)", 87.39, "default", "--init=default"),
+    ("Init only W_V, W_proj", 87.23, "vo", "--init=vo"),
 ]
-FLAGS = {"mimetic": "--init=mimetic", "voplus": "--vo_sign=1", "qk": "--init=qk",
-         "mimetic-learnedpos": "--pos_emb=learned", "default": "--init=default", "vo": "--init=vo"}
 T95 = {2: 12.71, 3: 4.30, 4: 3.18, 5: 2.78}  # Student's t, two-sided 95%, by number of seeds (n - 1 dof)
 
 
@@ -163,21 +156,21 @@ def arm_row(label, paper, paths, ref):
 def table2(seeds=range(3), pairs=False):
     """Table 2's rows, or (pairs=True) every pair of rows, A - B: ours (paired mean ± SE) / the paper's, and whether
     our order matches the paper's (clear = outside the 95% confidence interval)."""
-    runs = {arm: [vit_dir(arm, s) for s in seeds] for _, _, arm in TABLE2}
+    runs = {arm: [vit_dir(arm, s) for s in seeds] for _, _, arm, _ in TABLE2}
     if not pairs:
-        rows = [arm_row(f"{label} (`{FLAGS[arm]}`)", f"{paper:.2f}", runs[arm], runs["mimetic"])
-                for label, paper, arm in TABLE2]
+        rows = [arm_row(f"{label} (`{flag}`)", f"{paper:.2f}", runs[arm], runs["mimetic"])
+                for label, paper, arm, flag in TABLE2]
         return table(["ablation (paper's order)", "paper", "ours, mean ± std (3 seeds)", "seeds 0 / 1 / 2",
                       "gap to ours, paired", "minutes"], rows)
-    accs = {arm: metrics(paths) for arm, paths in runs.items()}
+    accs = {arm: [metric(p) for p in paths] for arm, paths in runs.items()}
     rows = []
-    for i, (_, pa, a) in enumerate(TABLE2[:-1]):
+    for i, (_, pa, a, flag) in enumerate(TABLE2[:-1]):
         cells = [""] * i
-        for _, pb, b in TABLE2[i + 1:]:
+        for _, pb, b, _ in TABLE2[i + 1:]:
             g, se = gap(accs[b], accs[a])
             cells.append(f"{g:+.2f} ± {se:.2f} / {pa - pb:+.2f}: {verdict(pa - pb, g, se, len(seeds))}")
-        rows.append([f"`{FLAGS[a]}`"] + cells)
-    return table(["A \\ B"] + [f"`{FLAGS[b]}`" for _, _, b in TABLE2[1:]], rows)
+        rows.append([f"`{flag}`"] + cells)
+    return table(["A \\ B"] + [f"`{flag}`" for *_, flag in TABLE2[1:]], rows)
 
 
 def table2_pairs():

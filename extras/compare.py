@@ -117,7 +117,9 @@ from einops import rearrange
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "extras"))
 import mimetic_vit as mv  # noqa: E402
+from keys import split_keys  # noqa: E402
 
 KEYS = {"compare": "", "ls_init": 0.1, "conv_kernel": 3, "subset_size": 5000}  # this script's keys, defaults
 INIT = {"zero": "default", "tfixup": "default", "layerscale": "qk", "layerscale_ours": "qk", "conv_in": "default",
@@ -327,12 +329,7 @@ def apply_comparison(model, cfg):
 
 def parse(argv):
     """The program's config with this script's KEYS added (recorded in results.json, compared on --resume)."""
-    if "-h" in argv or "--help" in argv:
-        print(__doc__ + "\nThis script's keys and defaults: " + " ".join(f"--{k}={v}" for k, v in KEYS.items()))
-        raise SystemExit(0)
-    own = [a for a in argv if a.removeprefix("--").partition("=")[0] in KEYS]  # the rest: the program's keys
-    ours = {**KEYS, **mv.parse_args(own, KEYS)}
-    rest = [a for a in argv if a not in own]
+    ours, rest = split_keys(argv, KEYS, __doc__, mv.parse_args)  # rest: the program's keys
     if ours["compare"] not in INIT:
         raise SystemExit(f"error: pass --compare=one of {', '.join(INIT)} (got {ours['compare'] or 'none'})")
     arm = [f"--init={INIT[ours['compare']]}", *ARM_KEYS.get(ours["compare"], [])]

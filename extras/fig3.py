@@ -24,7 +24,9 @@ import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "extras"))
 import mimetic_vit as mv  # noqa: E402
+from keys import split_keys  # noqa: E402
 
 KEYS = {"out": os.path.join("figures", "vit-fig3-alpha-beta.png")}  # this script's keys, defaults: README.md's figure
 BLUE, RED = (0.26, 0.58, 0.76), (0.84, 0.38, 0.30)  # the SVD construction, the simple one
@@ -82,12 +84,7 @@ def save_fig3(path, points, size=240, top=1.2):
 
 def parse(argv):
     """mimetic_vit.py's config (width 96 unless given) with this script's KEYS added."""
-    if "-h" in argv or "--help" in argv:
-        print(__doc__ + "\nThis script's keys and defaults: " + " ".join(f"--{k}={v}" for k, v in KEYS.items()))
-        raise SystemExit(0)
-    own = [a for a in argv if a.removeprefix("--").partition("=")[0] in KEYS]  # the rest: the program's keys
-    ours = {**KEYS, **mv.parse_args(own, KEYS)}
-    rest = [a for a in argv if a not in own]
+    ours, rest = split_keys(argv, KEYS, __doc__, mv.parse_args)  # rest: the program's keys
     if not ours["out"].lower().endswith(".png"):
         raise SystemExit(f"error: --out={ours['out']} must name a .png file")
     cfg = mv.parse_config(["--width=96", *rest])

@@ -27,6 +27,7 @@ sys.path.insert(0, os.path.join(ROOT, "extras"))
 import compare  # noqa: E402
 import figures  # noqa: E402
 import mimetic_vit as mv  # noqa: E402
+from keys import split_keys  # noqa: E402
 
 KEYS = {"out": os.path.join("figures", "vit-inits-attention.png"), "layer": 0, "head": 1}  # this script's keys
 LAPTOP = ["--width=96", "--depth=4", "--heads=3", "--patch_size=4"]  # the laptop shape (README.md), our choice
@@ -87,12 +88,8 @@ def save_figure(path, maps, points, labels, footer, cell=16):
 
 def parse(argv):
     """(mimetic_vit.py's config with this script's KEYS added, the program keys given, after the laptop shape)."""
-    if "-h" in argv or "--help" in argv:
-        print(__doc__ + "\nThis script's keys and defaults: " + " ".join(f"--{k}={v}" for k, v in KEYS.items()))
-        raise SystemExit(0)
-    own = [a for a in argv if a.removeprefix("--").partition("=")[0] in KEYS]  # the rest: the program's keys
-    ours = {**KEYS, **mv.parse_args(own, KEYS)}
-    rest = [*LAPTOP, *(a for a in argv if a not in own)]
+    ours, given = split_keys(argv, KEYS, __doc__, mv.parse_args)  # given: the program's keys
+    rest = [*LAPTOP, *given]
     cfg = mv.parse_config(rest)
     vars(cfg).update(ours)
     if any(a.startswith(("--init=", "--compare=")) for a in rest):

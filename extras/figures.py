@@ -37,8 +37,10 @@ from einops import rearrange
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "extras"))
 import mimetic_lm as lm  # noqa: E402
 import mimetic_vit as mv  # noqa: E402
+from keys import split_keys  # noqa: E402
 
 PROGRAMS = {"vit": mv, "lm": lm}
 KEYS = {"program": "", "checkpoint": "", "out": ""}  # this script's keys, defaults (the module docstring)
@@ -103,12 +105,7 @@ def save_figures(model, x, causal, folder, clip=64, zoom=2):
 def parse(argv):
     """The config of the program --program names, with this script's KEYS added; with --checkpoint, the checkpoint's
     config and data_dir as given. Returns (config, the checkpoint or None)."""
-    if "-h" in argv or "--help" in argv:
-        print(__doc__ + "\nThis script's keys and defaults: " + " ".join(f"--{k}={v}" for k, v in KEYS.items()))
-        raise SystemExit(0)
-    own = [a for a in argv if a.removeprefix("--").partition("=")[0] in KEYS]  # the rest: the program's keys
-    ours = {**KEYS, **mv.parse_args(own, KEYS)}
-    rest = [a for a in argv if a not in own]
+    ours, rest = split_keys(argv, KEYS, __doc__, mv.parse_args)  # rest: the program's keys
     if ours["program"] not in PROGRAMS:
         raise SystemExit(f"error: --program={ours['program']}: use --program=vit or --program=lm")
     program = PROGRAMS[ours["program"]]

@@ -14,7 +14,9 @@ import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "extras"))
 import mimetic_lm as lm  # noqa: E402
+from keys import split_keys  # noqa: E402
 
 KEYS = {"out_dir": "",       # the run's folder, holding best.pt (required)
         "n": 300,            # tokens to sample
@@ -36,12 +38,7 @@ def generate(model, idx, n, temperature=1.0, generator=None):
 
 def parse(argv):
     """This script's KEYS, given or default: it takes none of the program's keys (the run's checkpoint holds them)."""
-    if "-h" in argv or "--help" in argv:
-        print(__doc__ + "\nThis script's keys and defaults: " + " ".join(f"--{k}={v}" for k, v in KEYS.items()))
-        raise SystemExit(0)
-    own = [a for a in argv if a.removeprefix("--").partition("=")[0] in KEYS]  # the rest: the program's keys
-    ours = {**KEYS, **lm.parse_args(own, KEYS)}
-    rest = [a for a in argv if a not in own]
+    ours, rest = split_keys(argv, KEYS, __doc__, lm.parse_args)  # rest: the program's keys
     if rest:
         raise SystemExit(f"error: unknown key {rest[0]!r}; known keys: {', '.join(KEYS)} (use --key=value)")
     if not ours["out_dir"]:

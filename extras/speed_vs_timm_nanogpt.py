@@ -33,8 +33,10 @@ import torch.nn.functional as F
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "extras"))
 import mimetic_lm as lm  # noqa: E402
 import mimetic_vit as mv  # noqa: E402
+from keys import split_keys  # noqa: E402
 
 KEYS = {"nanogpt": "/tmp/nanogpt_model.py",  # path of nanoGPT's model.py
         "mode": "fp32",                       # one of MODES: bf16 is autocast, compile is torch.compile
@@ -121,12 +123,7 @@ def make_step(name, model, make_input, amp, compiled):
 
 def parse(argv):
     """This script's KEYS, given or default (it takes none of the programs' keys)."""
-    if "-h" in argv or "--help" in argv:
-        print(__doc__ + "\nThis script's keys and defaults: " + " ".join(f"--{k}={v}" for k, v in KEYS.items()))
-        raise SystemExit(0)
-    own = [a for a in argv if a.removeprefix("--").partition("=")[0] in KEYS]  # the rest: the program's keys
-    ours = {**KEYS, **mv.parse_args(own, KEYS)}
-    rest = [a for a in argv if a not in own]
+    ours, rest = split_keys(argv, KEYS, __doc__, mv.parse_args)  # rest: the program's keys
     if rest:
         raise SystemExit(f"error: unknown key {rest[0]!r}; known keys: {', '.join(KEYS)} (use --key=value)")
     if ours["mode"] not in MODES:

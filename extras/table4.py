@@ -42,7 +42,9 @@ from torchvision.transforms.v2.functional import pil_to_tensor
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "extras"))
 import mimetic_vit as mv  # noqa: E402
+from keys import split_keys  # noqa: E402
 
 DATASETS = {  # name: (classes, image side, normalisation mean and std)
     "svhn": (10, 32, ((0.4377, 0.4438, 0.4728), (0.1980, 0.2010, 0.1970))),
@@ -137,12 +139,7 @@ def decode_tinyimagenet(base):
 def parse(argv):
     """The program's config with this script's KEYS (--dataset) in place of its own, and this script's defaults put
     before the rest."""
-    if "-h" in argv or "--help" in argv:
-        print(__doc__ + "\nThis script's keys and defaults: " + " ".join(f"--{k}={v}" for k, v in KEYS.items()))
-        raise SystemExit(0)
-    own = [a for a in argv if a.removeprefix("--").partition("=")[0] in KEYS]  # the rest: the program's keys
-    ours = {**KEYS, **mv.parse_args(own, KEYS)}
-    rest = [a for a in argv if a not in own]
+    ours, rest = split_keys(argv, KEYS, __doc__, mv.parse_args)  # rest: the program's keys
     name = ours["dataset"]
     if name not in DATASETS:
         raise SystemExit(f"error: pass --dataset=svhn or --dataset=tinyimagenet (got {name or 'none'}; "

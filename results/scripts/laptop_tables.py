@@ -1,6 +1,5 @@
-"""The laptop-scale tables (Tables 1, 2, 5, 6, Fig. 4, eqs 14-15, Fig. 6, the gap against the length of training,
-depth, word-level PTB, our a1 = 0 basis) and the GPU diagnosis, as Markdown, from the results files and logs under
-results/ (paths from the repository root). results/scripts/results_readme.py puts each in results/README.md, where a
+"""The tables of the laptop-scale runs (and of the GPU diagnosis), as Markdown, from the results files and logs under
+results/ (paths from the repository root): results/scripts/results_readme.py puts each in results/README.md where a
 block `table <function>` stands. Every cell links to the results file it was read from; the paper's numbers are
 typed in and labelled as the paper's. Statistics: mean ± sample standard deviation (n - 1) over seeds; a gap between
 two arms is the mean of the per-seed differences (same seed = same data order, augmentation and default-init draw)
@@ -32,6 +31,16 @@ def vit_dir(arm, seed):
     return f"{PILOT}-{arm}" if seed == 0 and arm in ("default", "mimetic") else f"{VIT}-{arm}-seed{seed}"
 
 
+def seeded(prefix, seeds):
+    """The run folders <prefix>-seed<k>, one per seed."""
+    return [f"{prefix}-seed{s}" for s in seeds]
+
+
+def pair(prefix, seeds):
+    """The default and the mimetic arm's run folders, <prefix>-default-seed<k> and <prefix>-mimetic-seed<k>."""
+    return seeded(f"{prefix}-default", seeds), seeded(f"{prefix}-mimetic", seeds)
+
+
 def done(path):
     return os.path.exists(os.path.join(path, "results.json"))
 
@@ -44,10 +53,6 @@ def read(path):
 def metric(path):
     r = read(path)
     return next(r[k] for k in ("final_test_acc", "test_bpc", "test_ppl") if k in r)
-
-
-def metrics(paths):
-    return [metric(p) for p in paths]
 
 
 def mean_std(xs):
@@ -65,6 +70,12 @@ def cell(path, digits=2):
     return f"[{metric(path):.{digits}f}]({path}/results.json)" if done(path) else "-"
 
 
+def mean_sd(paths, digits=2):
+    """mean ± std of the runs' metric."""
+    m, sd = mean_std([metric(p) for p in paths])
+    return f"{m:.{digits}f} ± {sd:.{digits}f}"
+
+
 def minutes(paths):
     t = [read(p)["wall_time_s"] / 60 for p in paths]
     return f"{min(t):.1f}-{max(t):.1f}" if t else "-"
@@ -76,8 +87,7 @@ def seed_cell(paths, digits=2):
     cells = " / ".join(cell(p, digits) for p in paths)
     if len(ran) < 2:
         return cells, (f"{metric(ran[0]):.{digits}f} (1 seed)" if ran else "-"), ran
-    m, sd = mean_std(metrics(ran))
-    return cells, f"**{m:.{digits}f} ± {sd:.{digits}f}** ({len(ran)} seeds)", ran
+    return cells, f"**{mean_sd(ran, digits)}** ({len(ran)} seeds)", ran
 
 
 def arm(paths, digits=2):
@@ -95,37 +105,38 @@ def paired(ref, paths, digits=2):
     return f"{m:+.{digits}f} ± {se:.{digits}f}"
 
 
+def pair_row(label, d, m, digits=2):
+    """label, each arm (mean ± std: the seeds), and the gap m - d, paired by seed."""
+    return [label, arm(d, digits), arm(m, digits), paired(d, m, digits)]
+
+
 def table1(seeds=range(5), learned_seeds=range(3)):
     """Mimetic vs the default init (sinusoidal positions, as every arm here), and vs the default init with learned
     positions (Table 1's base may be that: README, "Where the paper is ambiguous")."""
-    d, m = ([f"{TVRA}-{arm}-seed{s}" for s in seeds] for arm in ("default", "mimetic"))
-    lp = [f"{TVRA}-default-learnedpos-seed{s}" for s in learned_seeds]
+    d, m = pair(TVRA, seeds)
+    lp = seeded(f"{TVRA}-default-learnedpos", learned_seeds)
     rows = [[s, cell(a), cell(lp[s]) if s in learned_seeds else "-", cell(b), f"{metric(b) - metric(a):+.2f}",
              f"{metric(b) - metric(lp[s]):+.2f}" if s in learned_seeds else "-"] for s, a, b in zip(seeds, d, m)]
-    stats = [f"**{x:.2f} ± {sd:.2f}** ({len(p)} seeds)" for p in (d, lp, m) for x, sd in [mean_std(metrics(p))]]
-    (g, se), (gl, sel) = gap(metrics(d), metrics(m)), gap(metrics(lp), metrics(m[:len(lp)]))
-    rows.append(["mean ± std", *stats, f"**{g:+.2f} ± {se:.2f}** (SE)", f"**{gl:+.2f} ± {sel:.2f}** (SE)"])
+    rows.append(["mean ± std", *(seed_cell(p)[1] for p in (d, lp, m)), f"**{paired(d, m)}** (SE)",
+                 f"**{paired(lp, m)}** (SE)"])
     rows.append(["paper, Table 1 (ViT-Tiny, 100 epochs)", "86.07 (its base)", "", "90.78", "+4.71", ""])
-    old_d, old_m = (metrics([vit_dir(arm, s) for s in seeds]) for arm in ("default", "mimetic"))  # RandAugment then
-    (oa, osa), (ob, osb), (og, ose) = mean_std(old_d), mean_std(old_m), gap(old_d, old_m)
-    rows.append(["the same, earlier RandAugment code (commit 4563b6d)", f"{oa:.2f} ± {osa:.2f}", "",
-                 f"{ob:.2f} ± {osb:.2f}", f"{og:+.2f} ± {ose:.2f} (SE)", ""])
+    old_d, old_m = ([vit_dir(arm, s) for s in seeds] for arm in ("default", "mimetic"))  # RandAugment then
+    rows.append(["the same, earlier RandAugment code (commit 4563b6d)", mean_sd(old_d), "", mean_sd(old_m),
+                 f"{paired(old_d, old_m)} (SE)", ""])
     t = [read(p)["history"][0]["elapsed_s"] / 60 for p in d + lp + m]
     return (table(["seed", "default init", "default init, learned positions", "mimetic init", "gap to default",
                    "gap to learned positions"], rows)
             + f"\n\nWall time per run: {minutes(d + lp + m)} min; time of epoch 1: {min(t):.1f}-{max(t):.1f} min.")
 
 
-TABLE2 = [  # (label, paper's Table 2 accuracy with 6 heads, our arm name)
-    ("Our initialization", 91.38, "mimetic"),
-    ("W_V W_proj ~ -cI => W_V W_proj ~ +cI", 89.65, "voplus"),
-    ("Init only W_Q, W_K", 89.17, "qk"),
-    ("Random pos. embeddings", 88.70, "mimetic-learnedpos"),
-    ("No init (only sinusoidal pos. embeddings)", 87.39, "default"),
-    ("Init only W_V, W_proj", 87.23, "vo"),
+TABLE2 = [  # (label, paper's Table 2 accuracy with 6 heads, our arm name, its flag)
+    ("Our initialization", 91.38, "mimetic", "--init=mimetic"),
+    ("W_V W_proj ~ -cI => W_V W_proj ~ +cI", 89.65, "voplus", "--vo_sign=1"),
+    ("Init only W_Q, W_K", 89.17, "qk", "--init=qk"),
+    ("Random pos. embeddings", 88.70, "mimetic-learnedpos", "--pos_emb=learned"),
+    ("No init (only sinusoidal pos. embeddings)", 87.39, "default", "--init=default"),
+    ("Init only W_V, W_proj", 87.23, "vo", "--init=vo"),
 ]
-FLAGS = {"mimetic": "--init=mimetic", "voplus": "--vo_sign=1", "qk": "--init=qk",
-         "mimetic-learnedpos": "--pos_emb=learned", "default": "--init=default", "vo": "--init=vo"}
 T95 = {2: 12.71, 3: 4.30, 4: 3.18, 5: 2.78}  # Student's t, two-sided 95%, by number of seeds (n - 1 dof)
 
 
@@ -136,30 +147,30 @@ def verdict(paper_diff, g, se, n):
     return f"**{order}, clear**" if abs(g) > T95[n] * se else f"{order}, within noise"
 
 
-def arm_row(label, paper, paths, extra):
-    cells, stat, _ = seed_cell(paths)
-    return [label, paper, stat.replace(f" ({len(paths)} seeds)", ""), cells, extra, minutes(paths)]
+def arm_row(label, paper, paths, ref):
+    """label, the paper's number, ours (mean ± std), the seeds, the paired gap to ref (none in ref's row), minutes."""
+    gap_to_ref = "" if paths == ref else paired(ref, paths)
+    return [label, paper, f"**{mean_sd(paths)}**", seed_cell(paths)[0], gap_to_ref, minutes(paths)]
 
 
 def table2(seeds=range(3), pairs=False):
     """Table 2's rows, or (pairs=True) every pair of rows, A - B: ours (paired mean ± SE) / the paper's, and whether
     our order matches the paper's (clear = outside the 95% confidence interval)."""
-    runs = {arm: [vit_dir(arm, s) for s in seeds] for _, _, arm in TABLE2}
-    accs = {arm: metrics(paths) for arm, paths in runs.items()}
+    runs = {arm: [vit_dir(arm, s) for s in seeds] for _, _, arm, _ in TABLE2}
     if not pairs:
+        rows = [arm_row(f"{label} (`{flag}`)", f"{paper:.2f}", runs[arm], runs["mimetic"])
+                for label, paper, arm, flag in TABLE2]
         return table(["ablation (paper's order)", "paper", "ours, mean ± std (3 seeds)", "seeds 0 / 1 / 2",
-                      "gap to ours, paired", "minutes"], [arm_row(
-                          f"{label} (`{FLAGS[arm]}`)", f"{paper:.2f}", runs[arm],
-                          "" if arm == "mimetic" else "{:+.2f} ± {:.2f}".format(*gap(accs["mimetic"], accs[arm])))
-                          for label, paper, arm in TABLE2])
+                      "gap to ours, paired", "minutes"], rows)
+    accs = {arm: [metric(p) for p in paths] for arm, paths in runs.items()}
     rows = []
-    for i, (_, pa, a) in enumerate(TABLE2[:-1]):
+    for i, (_, pa, a, flag) in enumerate(TABLE2[:-1]):
         cells = [""] * i
-        for _, pb, b in TABLE2[i + 1:]:
+        for _, pb, b, _ in TABLE2[i + 1:]:
             g, se = gap(accs[b], accs[a])
             cells.append(f"{g:+.2f} ± {se:.2f} / {pa - pb:+.2f}: {verdict(pa - pb, g, se, len(seeds))}")
-        rows.append([f"`{FLAGS[a]}`"] + cells)
-    return table(["A \\ B"] + [f"`{FLAGS[b]}`" for _, _, b in TABLE2[1:]], rows)
+        rows.append([f"`{flag}`"] + cells)
+    return table(["A \\ B"] + [f"`{flag}`" for *_, flag in TABLE2[1:]], rows)
 
 
 def table2_pairs():
@@ -169,9 +180,7 @@ def table2_pairs():
 def fig4(seeds=range(3), scales=("0.5", "1", "2", "4")):
     runs = {g: [vit_dir("mimetic" if g == "1" else f"mimetic-pos{g}", s) for s in seeds] for g in scales}
     paper = {"1": "(reference)", "2": "about +0.5 over g = 1"}
-    rows = [arm_row(g, paper.get(g, "(a curve; no number printed)"), runs[g],
-                    "" if g == "1" else "{:+.2f} ± {:.2f}".format(*gap(metrics(runs["1"]), metrics(runs[g]))))
-            for g in scales]
+    rows = [arm_row(g, paper.get(g, "(a curve; no number printed)"), runs[g], runs["1"]) for g in scales]
     return table(["g (`--pos_scale`)", "paper, Fig. 4", "ours, mean ± std (3 seeds)", "seeds 0 / 1 / 2",
                   "gap to g = 1, paired", "minutes"], rows)
 
@@ -180,27 +189,27 @@ def seed_pairs(d, m, digits, paper=()):
     """One row per seed (default, mimetic, their difference), then mean ± std (the gap: ± SE) and the paper's row."""
     rows = [[s, cell(a, digits), cell(b, digits), f"{metric(b) - metric(a):+.{digits}f}"] for s, (a, b) in
             enumerate(zip(d, m))]
-    (ma, sa), (mb, sb), (g, se) = mean_std(metrics(d)), mean_std(metrics(m)), gap(metrics(d), metrics(m))
-    rows.append([f"mean ± std ({len(d)} seeds; gap: ± SE)", f"**{ma:.{digits}f} ± {sa:.{digits}f}**",
-                 f"**{mb:.{digits}f} ± {sb:.{digits}f}**", f"**{g:+.{digits}f} ± {se:.{digits}f}**"])
+    rows.append([f"mean ± std ({len(d)} seeds; gap: ± SE)", f"**{mean_sd(d, digits)}**", f"**{mean_sd(m, digits)}**",
+                 f"**{paired(d, m, digits)}**"])
     return table(["seed", "default init", "mimetic init", "gap"], rows + ([list(paper)] if paper else []))
 
 
 def table6(seeds=range(3)):
-    d, m = ([f"{LM}-{arm}-seed{s}" for s in seeds] for arm in ("default", "mimetic"))
+    d, m = pair(LM, seeds)
     paper = ["paper, Table 6 (width 384, 12 layers, 100 epochs)", "1.233", "1.210", "-0.023"]
     return f"{seed_pairs(d, m, 3, paper)}\n\nWall time per run: {minutes(d + m)} min."
 
 
-def rows_against(refs, rows, digits=2):
-    """One row per arm: the paper's number, ours (mean ± std), the seeds, the paired gap to each of
-    refs = [(label, paths)], minutes."""
+def rows_against(seeds, refs, rows, digits=2):
+    """One row per arm of rows = [(label, the paper's number, prefix)], runs <prefix>-seed<k>: ours (mean ± std), the
+    seeds, the paired gap to each of refs = [(label, prefix)], minutes."""
     out = []
-    for label, paper, paths in rows:
+    for label, paper, prefix in rows:
+        paths = seeded(prefix, seeds)
         cells, stat, ran = seed_cell(paths, digits)
-        gaps = ["(reference)" if paths == ref else paired(ref, paths, digits) for _, ref in refs]
+        gaps = ["(reference)" if prefix == ref else paired(seeded(ref, seeds), paths, digits) for _, ref in refs]
         out.append([label, paper, stat, cells, *gaps, minutes(ran)])
-    return table(["arm", "paper", "ours, mean ± std", "seeds " + " / ".join(map(str, range(len(rows[0][2])))),
+    return table(["arm", "paper", "ours, mean ± std", "seeds " + " / ".join(map(str, seeds)),
                   *(f"gap to {label}, paired (± SE)" for label, _ in refs), "minutes"], out)
 
 
@@ -213,46 +222,38 @@ def table5(seeds=range(3)):
     search = [[label] + [cell(f"{CMP}-{arm}{v}-seed0") for v in LS_VALUES] for arm, label in arms.items()]
     ls, ours = (max((v for v in LS_VALUES if done(f"{CMP}-{a}{v}-seed0")), key=lambda v: metric(f"{CMP}-{a}{v}-seed0"))
                 for a in arms)  # the best value on seed 0
-    mimetic, default = ([f"{TVRA}-{arm}-seed{s}" for s in seeds] for arm in ("mimetic", "default"))
-    return (table(["`--ls_init`", *LS_VALUES], search) + "\n\n" + rows_against([("mimetic", mimetic), ("default init", default)], [
-                ("T-Fixup (`--compare=tfixup`)", "85.38", [f"{CMP}-tfixup-seed{s}" for s in seeds]),
-                ("ZerO (`--compare=zero`)", "87.41", [f"{CMP}-zero-seed{s}" for s in seeds]),
-                (f"LayerScale (`--compare=layerscale --ls_init={ls}`)", "89.90",
-                 [f"{CMP}-layerscale{ls}-seed{s}" for s in seeds]),
-                (f"LayerScale, our version (`--compare=layerscale_ours --ls_init={ours}`)", "88.68",
-                 [f"{CMP}-layerscaleours{ours}-seed{s}" for s in seeds]),
-                ("Our initialization (`mimetic_vit.py`)", "91.38", mimetic),
-                ("default init (`mimetic_vit.py --init=default`; not in Table 5)", "86.07 (Table 1)", default)]))
+    against = rows_against(seeds, [("mimetic", f"{TVRA}-mimetic"), ("default init", f"{TVRA}-default")], [
+        ("T-Fixup (`--compare=tfixup`)", "85.38", f"{CMP}-tfixup"),
+        ("ZerO (`--compare=zero`)", "87.41", f"{CMP}-zero"),
+        (f"LayerScale (`--compare=layerscale --ls_init={ls}`)", "89.90", f"{CMP}-layerscale{ls}"),
+        (f"LayerScale, our version (`--compare=layerscale_ours --ls_init={ours}`)", "88.68",
+         f"{CMP}-layerscaleours{ours}"),
+        ("Our initialization (`mimetic_vit.py`)", "91.38", f"{TVRA}-mimetic"),
+        ("default init (`mimetic_vit.py --init=default`; not in Table 5)", "86.07 (Table 1)", f"{TVRA}-default")])
+    return table(["`--ls_init`", *LS_VALUES], search) + "\n\n" + against
 
 
 def eqs14_15(seeds=range(3)):
-    plain = [f"{TVRA}-default-seed{s}" for s in seeds]
-    return rows_against([("plain attention", plain)], [
-        ("plain attention (`mimetic_vit.py --init=default`)", "88.1", plain),
-        ("eq 14, Softmax(S + gamma C) (`--compare=conv_in`)", "87.5", [f"{CMP}-convin-seed{s}" for s in seeds]),
-        ("eq 15, Softmax(S) + gamma C (`--compare=conv_out`)", "89.9", [f"{CMP}-convout-seed{s}" for s in seeds]),
-        ("eq 15, Softmax(S) + Softmax(gamma C) (`--compare=conv_softmax`)", "75",
-         [f"{CMP}-convsoftmax-seed{s}" for s in seeds]),
+    return rows_against(seeds, [("plain attention", f"{TVRA}-default")], [
+        ("plain attention (`mimetic_vit.py --init=default`)", "88.1", f"{TVRA}-default"),
+        ("eq 14, Softmax(S + gamma C) (`--compare=conv_in`)", "87.5", f"{CMP}-convin"),
+        ("eq 15, Softmax(S) + gamma C (`--compare=conv_out`)", "89.9", f"{CMP}-convout"),
+        ("eq 15, Softmax(S) + Softmax(gamma C) (`--compare=conv_softmax`)", "75", f"{CMP}-convsoftmax"),
         ("eq 15, the same with the softmax over the kernel's taps (`--compare=conv_softmax_local`)", "75",
-         [f"{CMP}-convsoftmaxlocal-seed{s}" for s in seeds]),
-        ("mimetic init, no C (`mimetic_vit.py`)", "91.38 (Table 5)", [f"{TVRA}-mimetic-seed{s}" for s in seeds])])
+         f"{CMP}-convsoftmaxlocal"),
+        ("mimetic init, no C (`mimetic_vit.py`)", "91.38 (Table 5)", f"{TVRA}-mimetic")])
 
 
 def fig6(seeds=range(3), sizes=(5000, 10000, 25000, 50000)):
-    rows = []
-    for n in sizes:
-        prefix = TVRA if n == 50000 else f"{CMP}-subset{n}"  # 50,000: Table 1's runs
-        d, m = ([f"{prefix}-{arm}-seed{s}" for s in seeds] for arm in ("default", "mimetic"))
-        rows.append([f"{n:,}", arm(d), arm(m), paired(d, m)])
+    rows = [pair_row(f"{n:,}", *pair(TVRA if n == 50000 else f"{CMP}-subset{n}", seeds))  # 50,000: Table 1's runs
+            for n in sizes]
     return table(["training images (steps held at 780)", "default init", "mimetic init", "gap, paired (± SE)"], rows)
 
 
 def lm_basis(seeds=range(3)):
-    literal = [f"{LM}-mimetic-seed{s}" for s in seeds]
-    return rows_against([("eqs 5-7 literally", literal)], [
-        ("eqs 5-7 literally: every head W_Q = W_K = sqrt(b1) I[:, :k] (`mimetic_lm.py`)", "-", literal),
-        ("a random orthonormal basis per head (`extras/lm_qk_basis.py`)", "-",
-         [f"{LM}-mimetic-randombasis-seed{s}" for s in seeds])], digits=3)
+    return rows_against(seeds, [("eqs 5-7 literally", f"{LM}-mimetic")], [
+        ("eqs 5-7 literally: every head W_Q = W_K = sqrt(b1) I[:, :k] (`mimetic_lm.py`)", "-", f"{LM}-mimetic"),
+        ("a random orthonormal basis per head (`extras/lm_qk_basis.py`)", "-", f"{LM}-mimetic-randombasis")], 3)
 
 
 def training_length(lengths=(2, 4, 8, 16), seeds=range(5)):
@@ -260,51 +261,55 @@ def training_length(lengths=(2, 4, 8, 16), seeds=range(5)):
     its own steps); 2 epochs is Table 1's five seeds. A seed counts once both of its arms are committed."""
     rows = []
     for n in lengths:
-        runs = {arm: [f"{TVRA}-{arm}-seed{s}" if n == 2 else f"{E}-e{n}-{arm}-seed{s}" for s in seeds]
-                for arm in ("default", "mimetic")}
-        d, m = ([p for p, q in zip(runs[a], runs[b]) if done(p) and done(q)]
-                for a, b in (("default", "mimetic"), ("mimetic", "default")))
-        rows.append([f"{n} ({n * (50000 // 128):,})", arm(d), arm(m), paired(d, m), minutes(d + m)])
+        prefix = TVRA if n == 2 else f"{E}-e{n}"
+        both = [s for s in seeds if done(f"{prefix}-default-seed{s}") and done(f"{prefix}-mimetic-seed{s}")]
+        d, m = pair(prefix, both)
+        rows.append(pair_row(f"{n} ({n * (50000 // 128):,})", d, m) + [minutes(d + m)])
     return table(["epochs (steps)", "default init", "mimetic init", "gap, paired (± SE)", "minutes per run"], rows)
 
 
 def word_ptb(seeds=range(3)):
     """Word-level PTB, the char recipe's model with the word preset's other settings: test perplexity."""
-    d, m = ([f"{WORD}-{arm}-seed{s}" for s in seeds] for arm in ("default", "mimetic"))
-    return rows_against([("default init", d)], [("default init (`--init=default`)", "84.84", d),
-                                                ("mimetic init (`mimetic_lm.py`)", "82.34", m)])
+    return rows_against(seeds, [("default init", f"{WORD}-default")], [
+        ("default init (`--init=default`)", "84.84", f"{WORD}-default"),
+        ("mimetic init (`mimetic_lm.py`)", "82.34", f"{WORD}-mimetic")])
 
 
-def epoch_line(log, n):
-    """(train loss, test accuracy) from the line "epoch n/..." of a training log, or None."""
+def epochs(log):
+    """{epoch: (train loss, test accuracy, minutes since the start)} from a training log's epoch lines
+    ("epoch 3/100 | train loss 1.7452 | test loss 1.5189 | test acc 44.75 | 1.2 min")."""
+    out = {}
     for line in open(log):
-        if line.startswith(f"epoch {n}/"):
-            fields = line.split(" | ")
-            return float(fields[1].split()[-1]), float(fields[3].split()[-1])
-    return None
+        if line.startswith("epoch "):
+            f = line.split(" | ")
+            out[int(f[0].split()[1].split("/")[0])] = (float(f[1].split()[-1]), float(f[3].split()[-1]),
+                                                       float(f[-1].split()[0]))
+    return out
 
 
-DIAGNOSIS = [  # (arm, flags beyond --recipe=v1, seed, log under GPU2): epochs 7, then 14 where a -resume log exists
-    ("mimetic", "(none)", 0, "mimetic"), ("mimetic", "`--seed=1`", 1, "mimetic-seed1"),
-    ("mimetic, fp32", "`--precision=fp32`", 0, "mimetic-fp32"), ("W_Q W_K^T only", "`--init=qk`", 0, "qk"),
-    ("W_V W_proj only", "`--init=vo`", 0, "vo"), ("default", "`--init=default`", 0, "default"),
-    ("mimetic, lr 1e-3", "`--lr=0.001`", 0, "mimetic-lr1e-3"),
-    ("mimetic, lr 1e-3", "`--lr=0.001 --seed=1`", 1, "mimetic-lr1e-3-seed1"),
-    ("default, lr 1e-3", "`--init=default --lr=0.001`", 0, "default-lr1e-3"),
-    ("default, lr 1e-3", "`--init=default --lr=0.001 --seed=1`", 1, "default-lr1e-3-seed1")]
+DIAGNOSIS = [  # (arm, flags beyond --recipe=v1, seed, log): the first pair's runs (GPU1, full logs), then GPU2's
+    ("mimetic (first pair)", "(none: lr 3e-3, bf16)", 0, f"{GPU1}/log-mimetic.txt"),
+    ("mimetic", "(none)", 0, f"{GPU2}/mimetic.txt"), ("mimetic", "`--seed=1`", 1, f"{GPU2}/mimetic-seed1.txt"),
+    ("mimetic, fp32", "`--precision=fp32`", 0, f"{GPU2}/mimetic-fp32.txt"),
+    ("W_Q W_K^T only", "`--init=qk`", 0, f"{GPU2}/qk.txt"), ("W_V W_proj only", "`--init=vo`", 0, f"{GPU2}/vo.txt"),
+    ("default (first pair)", "`--init=default`", 0, f"{GPU1}/log-default.txt"),
+    ("default", "`--init=default`", 0, f"{GPU2}/default.txt"),
+    ("mimetic, lr 1e-3", "`--lr=0.001`", 0, f"{GPU2}/mimetic-lr1e-3.txt"),
+    ("mimetic, lr 1e-3", "`--lr=0.001 --seed=1`", 1, f"{GPU2}/mimetic-lr1e-3-seed1.txt"),
+    ("default, lr 1e-3", "`--init=default --lr=0.001`", 0, f"{GPU2}/default-lr1e-3.txt"),
+    ("default, lr 1e-3", "`--init=default --lr=0.001 --seed=1`", 1, f"{GPU2}/default-lr1e-3-seed1.txt")]
 
 
 def gpu_diagnosis():
     """The paper's ViT-Tiny on one H200, the first epochs of the 100-epoch schedule: which setting stalls, beside the
-    first pair's runs (GPU1, full logs)."""
-    logs = [(arm, flags, seed, f"{GPU2}/{n}.txt", f"{GPU2}/{n}-resume.txt") for arm, flags, seed, n in DIAGNOSIS]
-    for i, (arm, flags) in ((0, ("mimetic", "(none: lr 3e-3, bf16)")), (6, ("default", "`--init=default`"))):
-        logs.insert(i, (f"{arm} (first pair)", flags, 0, f"{GPU1}/log-{arm}.txt", f"{GPU1}/log-{arm}.txt"))
+    first pair's runs. Epoch 14 where the log, or the log of its resumed run (-resume.txt), holds it."""
     rows = []
-    for arm, flags, seed, log, later in logs:
-        loss, acc = epoch_line(log, 7)
-        rows.append([arm, flags, seed, f"{loss:.3f}", f"[{acc:.2f}]({log})",
-                     f"[{epoch_line(later, 14)[1]:.2f}]({later})" if os.path.exists(later) else ""])
+    for arm, flags, seed, log in DIAGNOSIS:
+        resume = log.replace(".txt", "-resume.txt")
+        later = resume if os.path.exists(resume) else log
+        first, second = epochs(log), epochs(later)
+        rows.append([arm, flags, seed, f"{first[7][0]:.3f}", f"[{first[7][1]:.2f}]({log})",
+                     f"[{second[14][1]:.2f}]({later})" if 14 in second else ""])
     return table(["arm", "flags beyond `python mimetic_vit.py --recipe=v1`", "seed", "train loss, epoch 7",
                   "test acc, epoch 7", "test acc, epoch 14"], rows)
 
@@ -316,7 +321,7 @@ def depth(seeds=(0, 1, 2)):
     for label, runs in [("4, 3e-3 (the 4-epoch row above)", f"{E}-e4"), ("12, 3e-3", f"{d12}-e4"), ("12, 1e-3",
                         f"{d12}-e4-lr1e-3"), ("12, 3e-3, warmup 25% of the steps", f"{d12}-e4-warmup0.25"),
                         ("12, 3e-3, the default recipe now (`authors100`)", f"{d12}-e4-authors100")]:
-        d, m = ([f"{runs}-{arm}-seed{k}" for k in seeds] for arm in ("default", "mimetic"))
+        d, m = pair(runs, seeds)
         (d_cells, _, d_ran), (m_cells, _, m_ran) = seed_cell(d), seed_cell(m)
         diffs = " / ".join(f"{metric(b) - metric(a):+.2f}" if done(a) and done(b) else "-" for a, b in zip(d, m))
         rows.append([label, d_cells, m_cells, diffs, paired(d, m), minutes(d_ran + m_ran)])
@@ -327,21 +332,18 @@ def depth(seeds=(0, 1, 2)):
 def impulse(seeds=range(5)):
     """Impulse init (extras/compare.py) beside mimetic and the default init: the laptop recipe on the default recipe,
     the same seeds; the paper column is Zheng et al.'s ViT-Tiny, patch 2, CIFAR-10, 200 epochs, one seed."""
-    runs = {a: [f"{E}-e2-authors100-{a}-seed{s}" for s in seeds] for a in ("default", "mimetic", "impulse")}
     theirs = {"default": "-", "mimetic": "91.16", "impulse": "91.62"}
-    return rows_against([(a, runs[a]) for a in ("default", "mimetic")], [(a, theirs[a], runs[a]) for a in runs])
+    return rows_against(seeds, [(a, f"{E}-e2-authors100-{a}") for a in ("default", "mimetic")],
+                        [(a, paper, f"{E}-e2-authors100-{a}") for a, paper in theirs.items()])
 
 
 def jpeg_quality(seeds=range(3), qualities=(50, 30)):
     """The laptop recipe on the JPEG copy (quality about 75) and on the copy re-encoded at lower qualities (training
     and test images both), seeds paired; each quality's cost is paired against the copy, seed by seed."""
-    arms = ("default", "mimetic")
-    copy = {a: [f"{E}-e2-authors100-{a}-seed{s}" for s in seeds] for a in arms}
-    rows = [["the copy (quality about 75)", arm(copy["default"]), arm(copy["mimetic"]),
-             paired(copy["default"], copy["mimetic"]), "", ""]]
+    copy = pair(f"{E}-e2-authors100", seeds)
+    rows = [pair_row("the copy (quality about 75)", *copy) + ["", ""]]
     for q in qualities:
-        runs = {a: [f"results/cpu-cifar10q{q}-w96d4h3p4-50k-e2-authors100-{a}-seed{s}" for s in seeds] for a in arms}
-        rows.append([f"re-encoded at quality {q}", arm(runs["default"]), arm(runs["mimetic"]),
-                     paired(runs["default"], runs["mimetic"]), *(paired(copy[a], runs[a]) for a in arms)])
+        runs = pair(f"results/cpu-cifar10q{q}-w96d4h3p4-50k-e2-authors100", seeds)
+        rows.append(pair_row(f"re-encoded at quality {q}", *runs) + [paired(c, r) for c, r in zip(copy, runs)])
     return table(["training and test images", "default init", "mimetic init", "mimetic - default, paired (± SE)",
                   "default: minus the copy, paired (± SE)", "mimetic: minus the copy, paired (± SE)"], rows)

@@ -25,7 +25,7 @@ BLOCK = re.compile(r"<!-- begin: (.+?) -->(.*?)<!-- end: \1 -->", re.S)
 PAPER_T1 = {"mimetic": 90.78, "default": 86.07}  # the paper's Table 1, ViT-Tiny (192/12/3) after 100 epochs
 
 
-done, cell, arm, table = lt.done, lt.cell, lt.arm, lt.table
+done, cell, arm, table, epochs = lt.done, lt.cell, lt.arm, lt.table, lt.epochs
 
 
 def log_lines(path):
@@ -39,18 +39,6 @@ def lines(path, pattern, inline=False):
     if inline:
         return "; ".join(found)
     return f"[{path}]({path}):\n\n" + "\n".join("    " + line for line in found)
-
-
-def epochs(log):
-    """{epoch: (train loss, test accuracy, minutes since the start)} from a training log's epoch lines
-    ("epoch 3/100 | train loss 1.7452 | test loss 1.5189 | test acc 44.75 | 1.2 min")."""
-    out = {}
-    for line in log_lines(log):
-        if line.startswith("epoch "):
-            f = line.split(" | ")
-            out[int(f[0].split()[1].split("/")[0])] = (float(f[1].split()[-1]), float(f[3].split()[-1]),
-                                                       float(f[-1].split()[0]))
-    return out
 
 
 def pace(log):
@@ -90,8 +78,7 @@ def recipe_d12():
     for s in range(3):
         rows.append([s] + pair_cells(f"{D12}-default-seed{s}", f"{D12}-mimetic-seed{s}", logs)
                     + pair_cells(f"{D12}-authors-default-seed{s}", f"{D12}-authors-mimetic-seed{s}", logs))
-    gaps = [lt.paired(*([f"{p}-{a}-seed{s}" for s in range(3)] for a in ("default", "mimetic")))
-            for p in (D12, f"{D12}-authors")]
+    gaps = [lt.paired(*lt.pair(p, range(3))) for p in (D12, f"{D12}-authors")]
     rows.append(["gap, paired (± SE)", "", "", gaps[0], "", "", "", gaps[1], ""])
     pair = ["default init", "mimetic init", "gap", "largest logit (default / mimetic)"]
     return table(["seed"] + [f"ours: {c}" for c in pair[:2]] + pair[2:] + [f"authors': {c}" for c in pair[:2]]
@@ -113,15 +100,14 @@ def recipe_laptop():
                      ("the authors' script's defaults (`--recipe=authors`)", f"{D4}-authors"),
                      ("the authors' 100-epoch augmentation (the default since, `authors100`)", f"{D4}-authors100")):
         both = [s for s in range(5) if done(f"{p}-default-seed{s}") and done(f"{p}-mimetic-seed{s}")]
-        d, m = ([f"{p}-{a}-seed{s}" for s in both] for a in ("default", "mimetic"))
-        rows.append([label, arm(d), arm(m), lt.paired(d, m)] if both else [label, "running", "running", "-"])
+        rows.append(lt.pair_row(label, *lt.pair(p, both)) if both else [label, "running", "running", "-"])
     return table(["recipe", "default init", "mimetic init", "gap, paired (± SE)"], rows)
 
 
 def table1_earlier():
     """The earlier code's arms (commit 4563b6d), beside Table 1."""
     old = {a: [lt.vit_dir(a, s) for s in range(5)] for a in ("default", "mimetic")}
-    learned = [f"{lt.VIT}-default-learnedpos-seed{s}" for s in range(3)]
+    learned = lt.seeded(f"{lt.VIT}-default-learnedpos", range(3))
     return (f"default init {arm(old['default'])}; mimetic init {arm(old['mimetic'])}; default init with learned "
             f"positions, seeds 0-2: {arm(learned)}")
 
@@ -163,9 +149,8 @@ def small_emb(seeds=range(2)):
     """SmallInitEmb (--small_emb=True, not in the paper) on Table 6's laptop recipe, with and without mimetic init."""
     rows = []
     for init in ("default", "mimetic"):
-        base = [f"{lt.LM}-{init}-seed{s}" for s in seeds]
-        small = [f"{lt.LM}-{'mimetic-' if init == 'mimetic' else ''}smallemb-seed{s}" for s in seeds]
-        rows.append([init, arm(base, 3), arm(small, 3), lt.paired(base, small, 3)])
+        small = f"{lt.LM}-{'mimetic-' if init == 'mimetic' else ''}smallemb"
+        rows.append(lt.pair_row(init, lt.seeded(f"{lt.LM}-{init}", seeds), lt.seeded(small, seeds), 3))
     return table(["`--init`", "without SmallInitEmb, seeds 0 / 1", "`--small_emb=True`, seeds 0 / 1",
                   "gap, paired (± SE)"], rows)
 
@@ -383,7 +368,7 @@ def checks():
 
 AE, SCRIPTS = "`python results/scripts/attention_entropy.py <run folder> ...`", "of results/scripts/ at `6794749`"
 BENCH = "`python extras/bench_vit.py --batch_size=32`, `python extras/bench_lm.py --batch_size=2`"
-PAIR = "`snapshot.py`, `tinyrun.py`"
+PAIR = "`snapshot.py`, `tinyrun.py` of results/scripts/ at `3c8c120`"  # bit_identity.py since
 MADE_BY = {  # folder: what made it, for the folders that hold no results.json of a run
     "cpu-attention-entropy-d12": f"{AE} (depth 12)", "cpu-attention-entropy-d12-authors": f"{AE} (the authors' recipe)",
     "cpu-augmentation-rate": "`python extras/bench_vit.py` at a toy model's shapes, `--device=cpu` (its log)",

@@ -1,5 +1,5 @@
 """Training-step throughput of our two models beside timm's VisionTransformer and nanoGPT's GPT, in one
-process, interleaved (issue 11).
+process, interleaved.
 
 A step is forward + cross-entropy (fp32) + backward + AdamW step + zero_grad on synthetic input, the same
 closure for every model; only the model differs. After `--warmup` steps per model (compilation, when asked,

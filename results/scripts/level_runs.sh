@@ -6,8 +6,9 @@
 # 1. What the JPEG copy costs: the laptop model trained 15 epochs on the 5,085 images of make_pair.py's lossless/ and
 #    jpeg/ folders (the same images, real pixels or their JPEG twins), then each tested on both test sets.
 # 2. The laptop recipe (all 50,000 JPEG training images, 2 epochs) on today's default recipe, seeds 0-4; the impulse
-#    arm (extras/compare.py) on the same seeds; the same recipe on the copy re-encoded at quality 50
-#    and 30 (reencode_jpeg.py), seeds 0-2; the depth-12 rows (4 epochs), seeds 0-2.
+#    arm (extras/compare.py) on the same seeds, and the mimetic arm on its learned position embeddings; the same
+#    recipe on the copy re-encoded at quality 50 and 30 (reencode_jpeg.py), seeds 0-2; the depth-12 rows (4 epochs),
+#    seeds 0-2.
 # A run cut off by the end of a session goes on from its checkpoint (--resume=True) when this is run again.
 set -u
 cd "$(dirname "$0")/../.."
@@ -30,9 +31,11 @@ jobs() {  # $1 the lane's arm, $2 the impulse seeds it also runs; each line: fol
     for s in 3 4; do laptop cifar10jpeg "" "$s"; done
     for s in $2; do echo "cpu-cifar10jpeg-w96d4h3p4-50k-e2-authors100-impulse-seed$s|extras/compare.py --compare=impulse $LAPTOP --epochs=2 --seed=$s"; done
     for s in 0 1 2; do laptop cifar10q50 data/cifar10-q50 "$s"; done
-    depth12 0
+    for s in $2; do  # the mimetic arm on impulse's embeddings (learned, not sinusoidal), as Zheng et al. compared them
+        echo "cpu-cifar10jpeg-w96d4h3p4-50k-e2-authors100-mimetic-learnedpos-seed$s|mimetic_vit.py $LAPTOP --epochs=2 --seed=$s --pos_emb=learned --init=mimetic"
+    done
     for s in 0 1 2; do laptop cifar10q30 data/cifar10-q30 "$s"; done
-    for s in 1 2; do depth12 "$s"; done
+    for s in 0 1 2; do depth12 "$s"; done
 }
 lane() {
     jobs "$1" "$2" | while IFS="|" read -r name args; do
@@ -41,7 +44,7 @@ lane() {
         mkdir -p "$out"
         resume=""
         [ -e "$out/ckpt.pt" ] && resume="--resume=True"
-        [ "${args%% *}" = mimetic_vit.py ] && args="$args --init=$1"
+        [ "${args%% *}" = mimetic_vit.py ] && [ "${args/--init=/}" = "$args" ] && args="$args --init=$1"
         python $args --out_dir="$out" $resume >> "$out/log.txt" 2>&1
         case "$name" in cpu-pair5k*)  # the trained model on both test sets: real pixels, then their JPEG twins
             python extras/evaluate_vit.py --out_dir="$out" --data_dirs=data/pair5k/lossless,data/pair5k/jpeg >> "$out/log.txt" 2>&1;;

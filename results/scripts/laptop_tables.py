@@ -330,9 +330,8 @@ def depth(seeds=(0, 1, 2)):
 
 
 def impulse(seeds=range(5)):
-    """Impulse init (extras/compare.py, on learned position embeddings) beside the default init, mimetic, and mimetic
-    on the same learned embeddings: the laptop recipe on the default recipe, the same seeds. The paper column is
-    Zheng et al.'s ViT-Tiny, CIFAR-10, 200 epochs, one seed, where both inits ran on learned embeddings."""
+    """Impulse init (extras/compare.py) beside the default init, mimetic, and mimetic on impulse's learned position
+    embeddings, on the same seeds; the paper column: Zheng et al.'s ViT-Tiny, CIFAR-10, 200 epochs, one seed."""
     arms = [("default", "-", "default"),
             ("mimetic", "-", "mimetic"),
             ("mimetic, learned positions", "91.16", "mimetic-learnedpos"),

@@ -1,15 +1,12 @@
 #!/usr/bin/env bash
-# The CPU runs behind README.md's "The JPEG copy" and the laptop rows on the default recipe: two lanes of one
-# thread each (lane 1 the mimetic arms, lane 2 the default arms, in the same order, so that a seed's pair ends
-# together), from the repository root, with the shared data beside it (../shared/data):
-#   bash results/scripts/level_runs.sh       # each run logs to its own folder under results/
-# 1. What the JPEG copy costs: the laptop model trained 15 epochs on the 5,085 images of make_pair.py's lossless/ and
-#    jpeg/ folders (the same images, real pixels or their JPEG twins), then each tested on both test sets.
-# 2. The laptop recipe (all 50,000 JPEG training images, 2 epochs) on today's default recipe, seeds 0-4; the impulse
-#    arm (extras/compare.py) on the same seeds, and the mimetic arm on its learned position embeddings; the same
-#    recipe on the copy re-encoded at quality 50 and 30 (reencode_jpeg.py), seeds 0-2; the depth-12 rows (4 epochs),
-#    seeds 0-2.
-# A run cut off by the end of a session goes on from its checkpoint (--resume=True) when this is run again.
+# The CPU runs behind results/README.md's "The JPEG copy", the laptop rows on the default recipe and "Impulse init
+# beside mimetic", from the repository root with the shared data beside it (../shared/data), in two lanes of one
+# thread (the mimetic arms; the default arms, in the same order, so that a seed's pair ends together). In order: the
+# laptop model trained 15 epochs on make_pair.py's 5,085 lossless or JPEG images, then tested on both test sets; the
+# laptop recipe (2 epochs of the 50,000 JPEG images), seeds 0-4; the impulse arm (extras/compare.py), and the mimetic
+# arm on its learned position embeddings, on those seeds; the laptop recipe on the copy re-encoded at quality 50 and
+# 30 (reencode_jpeg.py), seeds 0-2; depth 12 (4 epochs), seeds 0-2. Each run logs to its own folder under results/;
+# a run cut off goes on from its checkpoint (--resume=True) when this is run again:  bash results/scripts/level_runs.sh
 set -u
 cd "$(dirname "$0")/../.."
 export OMP_NUM_THREADS=1 PYTHONUNBUFFERED=1

@@ -841,6 +841,9 @@ def test_recipe_v1_fills_only_keys_not_given():
 def test_cli_end_to_end(tmp_path):
     write_cifar(tmp_path)
     out = tmp_path / "run"
+    # a user mistake, started first so that its import of torch overlaps the run's (checked at the end)
+    mistake = subprocess.Popen([sys.executable, os.path.join(ROOT, "mimetic_vit.py"), "--widht=32"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     r = subprocess.run([sys.executable, os.path.join(ROOT, "mimetic_vit.py"), *TINY, "--epochs=1",
                         f"--data_dir={tmp_path}", f"--out_dir={out}"], capture_output=True, text=True, timeout=300,
                        env={**os.environ, "OMP_NUM_THREADS": "2"})
@@ -857,10 +860,9 @@ def test_cli_end_to_end(tmp_path):
     assert len(ckpt["history"]) == 1 and not any(k.startswith("_orig_mod") for k in ckpt["model"])
     assert not (out / "ckpt.pt.tmp").exists()
     # a user mistake is one line on stderr, without a traceback
-    r = subprocess.run([sys.executable, os.path.join(ROOT, "mimetic_vit.py"), "--widht=32"],
-                       capture_output=True, text=True, timeout=120)
-    assert r.returncode == 1 and r.stderr.startswith("error: unknown config key 'widht'") and r.stderr.count("\n") == 1
-    assert "width" in r.stderr.split("known keys")[1]
+    _, stderr = mistake.communicate(timeout=120)
+    assert mistake.returncode == 1 and stderr.startswith("error: unknown config key 'widht'") and stderr.count("\n") == 1
+    assert "width" in stderr.split("known keys")[1]
 
 
 def test_resume_equals_uninterrupted(tmp_path):

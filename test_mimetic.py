@@ -1497,15 +1497,16 @@ def test_lm_ddp_two_cpu_processes_match_one_process(tmp_path):
     write_corpus(str(tmp_path / "ptb"), lines=(150, 20, 20))
     args = LM_TINY + [f"--data_dir={tmp_path}", "--epochs=1", "--dropout=0", "--emb_dropout=0", "--word_dropout=0"]
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-                        "mimetic_lm.py", *args, f"--out_dir={tmp_path / 'ddp'}"], cwd=ROOT, env=env,
-                       capture_output=True, text=True, timeout=180)
-    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    ddp = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                            "mimetic_lm.py", *args, f"--out_dir={tmp_path / 'ddp'}"], cwd=ROOT, env=env,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    single = lm.main(args + [f"--out_dir={tmp_path / 'single'}"])  # while the two processes start
+    stdout, stderr = ddp.communicate(timeout=180)
+    assert ddp.returncode == 0, stdout[-2000:] + stderr[-3000:]
     res = json.loads((tmp_path / "ddp" / "results.json").read_text())
-    assert res["world_size"] == 2 and r.stdout.count("epoch 1/1 |") == 1  # only rank 0 logs
+    assert res["world_size"] == 2 and stdout.count("epoch 1/1 |") == 1  # only rank 0 logs
     assert res["command"].startswith("torchrun --standalone --nproc_per_node=2 mimetic_lm.py")
     assert len(torch.load(tmp_path / "ddp" / "ckpt.pt", weights_only=True)["rng"]) == 2  # every rank's RNG
-    single = lm.main(args + [f"--out_dir={tmp_path / 'single'}"])
     a = torch.load(tmp_path / "ddp" / "ckpt.pt", weights_only=True)["model"]
     b = torch.load(tmp_path / "single" / "ckpt.pt", weights_only=True)["model"]
     for k in a:  # the key bias has a zero gradient in exact arithmetic (softmax ignores it), so Adam turns

@@ -1,16 +1,12 @@
 #!/bin/bash
 # ViT-Tiny runs on one GPU, all at once in the background, each trained model then tested on the 1,017 real CIFAR-10
-# test images and on their JPEG twins. Run from the repository root. Needs a data folder DATA (by default .carry)
-# that holds cifar10-jpeg/ and cifar10-lossless-5k/ (copies of ../shared/data's folders of those names), and an
-# output folder OUT that keeps the logs and results. SET picks the runs:
+# test images and on their JPEG twins. From the repository root, with DATA (default .carry) holding copies of
+# ../shared/data's cifar10-jpeg/ and cifar10-lossless-5k/, and OUT for what comes back. SET picks the runs:
 #   screen  the default init under three augmentation recipes, 40 epochs each (results/gpu-h200-screen-e40-default/)
-#   pair    Table 1's pair on the default recipe, 100 epochs each
-# One call each (a run outlives its call: setsid):
-#   SET=pair bash results/scripts/gpu_runs.sh bench              # extras/bench_vit.py --batch_size=512 alone, to OUT
-#   SET=pair bash results/scripts/gpu_runs.sh start              # data, the runs in the background, their first lines
-#   SET=pair SLEEP=300 bash results/scripts/gpu_runs.sh look     # a sleep, then the last lines of the logs
-#   SET=pair SLEEP=500 bash results/scripts/gpu_runs.sh collect  # logs while they run, then the tests, into OUT
-# Each run writes out/gpu-<set>-<name>/ and logs to out/gpu-<set>-<name>.log.
+#   pair    Table 1's pair on the default recipe, 100 epochs each (results/gpu-h200-table1-authors100-partial/)
+# One call each (a run outlives its call: setsid), SLEEP the seconds to wait: SET=pair bash results/scripts/gpu_runs.sh
+# bench (extras/bench_vit.py --batch_size=512 alone) | start (the data, the runs, their first lines) | look (their
+# last lines) | collect (their logs until they end, then each last checkpoint tested, into ...-<name>-evaluate.txt)
 set -u
 export PYTHONUNBUFFERED=1
 SET=${SET:-screen}
@@ -58,10 +54,10 @@ collect)  # copies the logs every 15 s until the runs end or SLEEP seconds pass,
     done
     runs | while IFS="|" read -r name flags; do
         python3 extras/evaluate_vit.py --out_dir=out/gpu-$SET-$name \
-            --data_dirs=data/pair5k/lossless,data/pair5k/jpeg,data >> out/gpu-$SET-$name.log 2>&1
-    done
-    cp out/gpu-$SET-*.log $OUT/
+            --data_dirs=data/pair5k/lossless,data/pair5k/jpeg,data > out/gpu-$SET-$name-evaluate.txt 2>&1
+    done  # not appended to the run's log: a run still going would write over it
+    cp out/gpu-$SET-*.log out/gpu-$SET-*-evaluate.txt $OUT/
     tar czf $OUT/gpu-$SET-results.tar.gz out/gpu-$SET-*/results.json out/gpu-$SET-*/evaluate.json 2>/dev/null
-    for f in out/gpu-$SET-*.log; do echo "== $f"; grep -E "^epoch|^evaluate" "$f" | tail -n 5; done
+    tail -n 3 out/gpu-$SET-*.log out/gpu-$SET-*-evaluate.txt
     ;;
 esac

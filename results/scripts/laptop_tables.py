@@ -276,14 +276,14 @@ def word_ptb(seeds=range(3)):
 
 
 def epochs(log):
-    """{epoch: (train loss, test accuracy, minutes since the start)} from a training log's epoch lines
+    """{epoch: (train loss, test accuracy, minutes since the start, test loss)} from a training log's epoch lines
     ("epoch 3/100 | train loss 1.7452 | test loss 1.5189 | test acc 44.75 | 1.2 min")."""
     out = {}
     for line in open(log):
         if line.startswith("epoch "):
             f = line.split(" | ")
             out[int(f[0].split()[1].split("/")[0])] = (float(f[1].split()[-1]), float(f[3].split()[-1]),
-                                                       float(f[-1].split()[0]))
+                                                       float(f[-1].split()[0]), float(f[2].split()[-1]))
     return out
 
 

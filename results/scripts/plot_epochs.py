@@ -4,7 +4,7 @@ results.json); writes a PNG under figures/ (PIL, which torchvision brings; no ma
 
     python results/scripts/plot_epochs.py           # the laptop recipe trained for 16 epochs (recipe v1)
     python results/scripts/plot_epochs.py recipes   # depth 12, 4 epochs: recipe v1 against the authors' pipeline
-    python results/scripts/plot_epochs.py gpu       # Table 1's pair on a GPU, both recipes, beside the paper's ends
+    python results/scripts/plot_epochs.py gpu       # Table 1's pair on a GPU, three recipes, beside the paper's ends
 """
 import glob
 import json
@@ -30,7 +30,9 @@ FIGURES = {  # name: (file under figures/, [(label, folder prefix, colour)])
         ("default init, recipe v1 (H200)", f"{GPU_V1}/log-default.txt", (150, 170, 230)),
         ("mimetic init, recipe v1 (H200)", f"{GPU_V1}/log-mimetic.txt", (240, 150, 110)),
         ("default init, authors' recipe (H100)", f"{GPU_AUTHORS}/log-default.txt", (30, 50, 170)),
-        ("mimetic init, authors' recipe (H100)", f"{GPU_AUTHORS}/log-mimetic.txt", (180, 20, 20))]),
+        ("mimetic init, authors' recipe (H100)", f"{GPU_AUTHORS}/log-mimetic.txt", (180, 20, 20)),
+        ("default, authors100 (H200)", "results/gpu-h200-table1-authors100-partial/log-default.txt", (20, 150, 60)),
+        ("mimetic, authors100 (H200)", "results/gpu-h200-table1-authors100-partial/log-mimetic.txt", (200, 120, 0))]),
 }
 PLANNED = {"gpu": 100}  # the x axis runs to the planned last epoch where the runs were cut off before it
 PAPER = {"gpu": [("paper, default init", 86.07, (30, 50, 170)), ("paper, mimetic init", 90.78, (180, 20, 20))]}

@@ -649,6 +649,10 @@ def main(argv=None):
 # tail: machinery the paper does not define (arguments, run folder, checkpoints and results, device, progress)
 CHOICES = {"init": INITS, "dataset": tuple(DATASETS), "vo_sign": (-1, 1), "precision": ("auto", "bf16", "fp32"),
            "compile": ("auto", "true", "false")}
+RANGES = {**dict.fromkeys(("width", "depth", "heads", "mlp_ratio", "seq_len", "eval_stride", "epochs", "batch_size",
+                           "plateau_window", "eval_batch_size", "log_interval"), (1, math.inf)),
+          **dict.fromkeys(("dropout", "emb_dropout", "word_dropout", "warmup_frac", "lr_decay"), (0, 1)),
+          "vo_sign": (-1, 1)}  # every other number: 0 or more
 BOOLS = {"true": True, "1": True, "false": False, "0": False}
 RESUME_FREE = {"resume", "stop_epoch", "compile", "device", "eval_batch_size", "log_interval", "data_dir", "out_dir"}
 
@@ -669,6 +673,10 @@ def parse_config(argv):
     for key, choices in CHOICES.items():
         if getattr(cfg, key) not in choices:
             raise SystemExit(f"error: --{key}={getattr(cfg, key)}: use one of {', '.join(map(str, choices))}")
+    for key, value in vars(cfg).items():  # every number within its RANGES, or 0 or more
+        low, high = RANGES.get(key, (0, math.inf))
+        if type(value) in (int, float) and not low <= value <= high:
+            raise SystemExit(f"error: --{key}={value}: use a value in [{low}, {high}]")
     if cfg.width % cfg.heads:
         raise SystemExit(f"error: width {cfg.width} is not divisible by heads {cfg.heads}: change one of them")
     cfg.eval_stride = min(cfg.eval_stride, cfg.seq_len)

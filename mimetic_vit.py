@@ -629,6 +629,9 @@ def main(argv=None):
 CHOICES = {"init": INITS, "dataset": tuple(DATASETS), "pos_emb": ("sinusoidal", "learned"), "vo_sign": (-1, 1),
            "schedule": ("onecycle", "cosine"), "recipe": tuple(RECIPES), "precision": ("auto", "bf16", "fp32"),
            "compile": ("auto", "true", "false")}
+RANGES = {**dict.fromkeys(("width", "depth", "heads", "patch_size", "mlp_ratio", "ra_chunk", "epochs", "batch_size",
+                           "eval_batch_size", "log_interval"), (1, math.inf)), "ra_m": (0, 30), "crop_scale": (0, 1),
+          "reprob": (0, 1), "label_smoothing": (0, 1), "workers": (-1, math.inf), "vo_sign": (-1, 1)}  # else: >= 0
 BOOLS = {"true": True, "1": True, "false": False, "0": False}
 RESUME_FREE = {"resume", "stop_epoch", "compile", "device", "eval_batch_size", "log_interval", "data_dir", "out_dir",
                "workers"}
@@ -650,6 +653,10 @@ def parse_config(argv):
     for key, choices in CHOICES.items():
         if getattr(cfg, key) not in choices:
             raise SystemExit(f"error: --{key}={getattr(cfg, key)}: use one of {', '.join(map(str, choices))}")
+    for key, value in vars(cfg).items():  # every number within its RANGES, or 0 or more
+        low, high = RANGES.get(key, (0, math.inf))
+        if type(value) in (int, float) and not low <= value <= high:
+            raise SystemExit(f"error: --{key}={value}: use a value in [{low}, {high}]")
     if cfg.schedule == "onecycle" and not 0 < cfg.warmup_frac < 0.8:
         raise SystemExit(f"error: --warmup_frac={cfg.warmup_frac}: the onecycle schedule rises to its peak before it "
                          f"falls at 0.8 of the run: use a value between 0 and 0.8")

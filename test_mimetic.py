@@ -917,7 +917,13 @@ BAD_VIT = [("--lrr=1", "error: unknown config key 'lrr'; known keys: width, dept
            ("--pos_emb=rope", "error: --pos_emb=rope: use one of sinusoidal, learned"),
            ("--vo_sign=2", "error: --vo_sign=2: use one of -1, 1"),
            ("--precision=fp16", "error: --precision=fp16: use one of auto, bf16, fp32"),
-           ("--compile=yes", "error: --compile=yes: use one of auto, true, false")]
+           ("--compile=yes", "error: --compile=yes: use one of auto, true, false"),
+           ("--epochs=0", "error: --epochs=0: use a value in [1, inf]"),
+           ("--batch_size=0", "error: --batch_size=0: use a value in [1, inf]"),
+           ("--stop_epoch=-1", "error: --stop_epoch=-1: use a value in [0, inf]"),
+           ("--ra_m=31", "error: --ra_m=31: use a value in [0, 30]"),
+           ("--reprob=1.5", "error: --reprob=1.5: use a value in [0, 1]"),
+           ("--workers=-2", "error: --workers=-2: use a value in [-1, inf]")]
 
 
 @pytest.mark.parametrize("args,message", BAD_VIT)
@@ -1565,6 +1571,9 @@ BAD = [("--widht=3", r"unknown config key 'widht'; known keys: width, depth, hea
        ("--compile=maybe", r"--compile=maybe: use one of auto, true, false"),
        ("--vo_sign=2", r"--vo_sign=2: use one of -1, 1"),
        ("--width=30 --heads=4", r"width 30 is not divisible by heads 4"),
+       ("--heads=0", r"--heads=0: use a value in \[1, inf\]$"),
+       ("--dropout=1.5", r"--dropout=1.5: use a value in \[0, 1\]$"),
+       ("--lr=-1", r"--lr=-1.0: use a value in \[0, inf\]"),
        ("--resume=True", r"--resume=True but there is no checkpoint at .*ckpt.pt: check --out_dir")]
 
 

@@ -351,3 +351,32 @@ def jpeg_quality(seeds=range(3), qualities=(50, 30)):
         rows.append(pair_row(f"re-encoded at quality {q}", *runs) + [paired(c, r) for c, r in zip(copy, runs)])
     return table(["training and test images", "default init", "mimetic init", "mimetic - default, paired (± SE)",
                   "default: minus the copy, paired (± SE)", "mimetic: minus the copy, paired (± SE)"], rows)
+
+
+PROXY = "results/cpu-pair5kjpeg-w96d4h3p4-1k-e150-b64"  # the overfitting proxy: 1,024 JPEG images, 150 epochs
+CANDIDATES = [("authors100", "today's default (`authors100`)"), ("authors", "`--recipe=authors`"),
+              ("ra2m14cutout16", "`--ra_n=2 --ra_m=14 --cutout=16 --crop_scale=1.0 --jitter=0 --reprob=0`"),
+              ("pos2", "`--pos_scale=2`"), ("ls01", "`--label_smoothing=0.1`")]
+
+
+def fit(paths):
+    """Over the runs done, means: the best epoch's test accuracy, accuracy on the augmented training batches minus
+    test accuracy at the end, and the epoch of the lowest test loss."""
+    hs = [read(p)["history"] for p in paths if done(p)]
+    if not hs:
+        return "-"
+    best = sum(max(e["test_acc"] for e in h) for h in hs) / len(hs)
+    gap_end = sum(h[-1]["train_acc"] - h[-1]["test_acc"] for h in hs) / len(hs)
+    low = sum(min(h, key=lambda e: e["test_loss"])["epoch"] for h in hs) / len(hs)
+    return f"{best:.2f} / {gap_end:+.1f} / {low:.0f}"
+
+
+def proxy(seeds=range(3)):
+    """The regularisation candidates on the overfitting proxy, both arms on the same seeds."""
+    rows = []
+    for name, label in CANDIDATES:
+        d, m = pair(f"{PROXY}-{name}", seeds)
+        rows.append(pair_row(label, d, m) + [fit(d), fit(m)])
+    return table(["candidate", "default init, final", "mimetic init, final", "mimetic - default, paired (± SE)",
+                  "default: best / train - test / lowest test loss at epoch",
+                  "mimetic: best / train - test / lowest test loss at epoch"], rows)

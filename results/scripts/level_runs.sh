@@ -1,12 +1,11 @@
 #!/usr/bin/env bash
-# The CPU runs behind results/README.md's "The JPEG copy", the laptop rows on the default recipe and "Impulse init
-# beside mimetic", from the repository root with the shared data beside it (../shared/data), in two lanes of one
-# thread (the mimetic arms; the default arms, in the same order, so that a seed's pair ends together). In order: the
-# laptop model trained 15 epochs on make_pair.py's 5,085 lossless or JPEG images, then tested on both test sets; the
-# laptop recipe (2 epochs of the 50,000 JPEG images), seeds 0-4; the impulse arm (extras/compare.py), and the mimetic
-# arm on its learned position embeddings, on those seeds; the laptop recipe on the copy re-encoded at quality 50 and
-# 30 (reencode_jpeg.py), seeds 0-2; depth 12 (4 epochs), seeds 0-2. Each run logs to its own folder under results/;
-# a run cut off goes on from its checkpoint (--resume=True) when this is run again:  bash results/scripts/level_runs.sh
+# The CPU runs behind results/README.md's "The JPEG copy", the laptop rows on the default recipe, "Impulse init beside
+# mimetic" and the overfitting proxy, from the repository root with ../shared/data beside it, in two lanes of one thread
+# (the mimetic arms; the default arms, in the same order, so that a seed's pair ends together). In order: the laptop
+# model 15 epochs on make_pair.py's 5,085 lossless or JPEG images, tested on both test sets; the laptop recipe, seeds
+# 0-4; the impulse arm (extras/compare.py) and mimetic on learned embeddings, on those seeds; the laptop recipe on the
+# copy re-encoded at quality 50 and 30, seeds 0-2; depth 12, seeds 0-2; the proxy's candidates, then impulse on it,
+# seeds 0-2. A run cut off goes on from its checkpoint when this is run again:  bash results/scripts/level_runs.sh
 set -u
 cd "$(dirname "$0")/../.."
 export OMP_NUM_THREADS=1 PYTHONUNBUFFERED=1
@@ -17,6 +16,7 @@ LAPTOP="--width=96 --depth=4 --heads=3 --patch_size=4 --batch_size=128 --workers
 laptop() {  # $1 the data's name in the folder, $2 its folder (empty: the program's default), $3 the seed
     echo "cpu-$1-w96d4h3p4-50k-e2-authors100-ARM-seed$3|mimetic_vit.py $LAPTOP --epochs=2 ${2:+--data_dir=$2 }--seed=$3"
 }
+PROXY="${LAPTOP/batch_size=128/batch_size=64} --epochs=150 --data_dir=data/pair5k/jpeg --train_subset=1024"  # the overfitting proxy
 depth12() {  # $1 the seed
     echo "cpu-cifar10jpeg-w96d12h3p4-50k-e4-authors100-ARM-seed$1|mimetic_vit.py ${LAPTOP/depth=4/depth=12} --epochs=4 --seed=$1"
 }
@@ -33,9 +33,16 @@ jobs() {  # $1 the lane's arm, $2 the impulse seeds it also runs; each line: fol
     done
     for s in 0 1 2; do laptop cifar10q30 data/cifar10-q30 "$s"; done
     for s in 0 1 2; do depth12 "$s"; done
+    for s in 0 1 2; do  # the regularisation candidates on the overfitting proxy: name|flags
+        for c in "authors100|" "authors|--recipe=authors" "pos2|--pos_scale=2" "ls01|--label_smoothing=0.1" \
+                 "ra2m14cutout16|--ra_n=2 --ra_m=14 --cutout=16 --crop_scale=1.0 --jitter=0 --reprob=0"; do
+            echo "cpu-pair5kjpeg-w96d4h3p4-1k-e150-b64-${c%%|*}-ARM-seed$s|mimetic_vit.py $PROXY ${c#*|} --seed=$s"
+        done
+    done
+    for s in $3; do echo "cpu-pair5kjpeg-w96d4h3p4-1k-e150-b64-impulse-seed$s|extras/compare.py --compare=impulse $PROXY --seed=$s"; done
 }
 lane() {
-    jobs "$1" "$2" | while IFS="|" read -r name args; do
+    jobs "$1" "$2" "$3" | while IFS="|" read -r name args; do
         out="results/${name/ARM/$1}"
         [ -e "$out/results.json" ] && continue
         mkdir -p "$out"
@@ -48,4 +55,4 @@ lane() {
         esac
     done
 }
-lane mimetic "0 1 2" & lane default "3 4" & wait
+lane mimetic "0 1 2" "0 1" & lane default "3 4" "2" & wait

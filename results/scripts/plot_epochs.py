@@ -1,10 +1,11 @@
 """Test accuracy after each epoch, both arms: the mean over seeds as a line, the range over seeds as a band.
 Reads results/<prefix>-<arm>-seed<k>/results.json, or the epoch lines of a log (a run cut off before its
-results.json); writes a PNG under figures/ (PIL, which torchvision brings; no matplotlib). Three figures:
+results.json); writes a PNG under figures/ (PIL, which torchvision brings; no matplotlib). Four figures:
 
     python results/scripts/plot_epochs.py           # the laptop recipe trained for 16 epochs (recipe v1)
     python results/scripts/plot_epochs.py recipes   # depth 12, 4 epochs: recipe v1 against the authors' pipeline
     python results/scripts/plot_epochs.py gpu       # Table 1's pair on a GPU, three recipes, beside the paper's ends
+    python results/scripts/plot_epochs.py proxy     # the overfitting proxy: accuracy on training batches and test
 """
 import glob
 import json
@@ -17,6 +18,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 D12 = "results/cpu-cifar10jpeg-w96d12h3p4-50k-e4"
 GPU_V1, GPU_AUTHORS = "results/gpu-h200-table1-partial", "results/gpu-h100-table1-authors-partial"
 E16 = "results/cpu-cifar10jpeg-w96d4h3p4-50k-e16"
+PROXY = "results/cpu-pair5kjpeg-w96d4h3p4-1k-e150-b64-authors100"  # the overfitting proxy
 FIGURES = {  # name: (file under figures/, [(label, folder prefix, colour)])
     "e16": ("vit-laptop-e16-test-acc.png", [
         ("default init", f"{E16}-default", (60, 90, 200)),
@@ -33,26 +35,31 @@ FIGURES = {  # name: (file under figures/, [(label, folder prefix, colour)])
         ("mimetic init, authors' recipe (H100)", f"{GPU_AUTHORS}/log-mimetic.txt", (180, 20, 20)),
         ("default, authors100 (H200)", "results/gpu-h200-table1-authors100-partial/log-default.txt", (20, 150, 60)),
         ("mimetic, authors100 (H200)", "results/gpu-h200-table1-authors100-partial/log-mimetic.txt", (200, 120, 0))]),
+    "proxy": ("vit-proxy-fit.png", [  # the overfitting proxy on today's default: train accuracy (augmented) and test
+        ("default init, training batches", f"{PROXY}-default", (150, 170, 230), "train_acc"),
+        ("mimetic init, training batches", f"{PROXY}-mimetic", (240, 150, 110), "train_acc"),
+        ("default init, test", f"{PROXY}-default", (30, 50, 170)),
+        ("mimetic init, test", f"{PROXY}-mimetic", (180, 20, 20))]),
 }
 PLANNED = {"gpu": 100}  # the x axis runs to the planned last epoch where the runs were cut off before it
 PAPER = {"gpu": [("paper, default init", 86.07, (30, 50, 170)), ("paper, mimetic init", 90.78, (180, 20, 20))]}
 W, H, LEFT, RIGHT, TOP, BOTTOM = 720, 420, 60, 20, 30, 40
 
 
-def curves(prefix):
-    """[[test accuracy after epoch 1, 2, ...] for each seed] of the runs <prefix>-seed<k>, or [[...]] of one log."""
+def curves(prefix, key="test_acc"):
+    """[[key (test accuracy) after epoch 1, 2, ...] for each seed] of the runs <prefix>-seed<k>, or [[...]] of a log."""
     if prefix.endswith(".txt"):  # "epoch 3/100 | train loss 1.7452 | test loss 1.5189 | test acc 44.75 | 1.2 min"
         lines = [line for line in open(os.path.join(ROOT, prefix)) if line.startswith("epoch ")]
         return [[float(line.split(" | ")[3].split()[-1]) for line in lines]]
     paths = sorted(glob.glob(os.path.join(ROOT, f"{prefix}-seed[0-9]", "results.json")))
-    return [[h["test_acc"] for h in json.load(open(p))["history"]] for p in paths]
+    return [[h[key] for h in json.load(open(p))["history"]] for p in paths]
 
 
 def main(name="e16"):
     file, series = FIGURES[name]
     out = os.path.join(ROOT, "figures", file)
-    ARMS = {label: colour for label, _, colour in series}
-    data = {label: curves(prefix) for label, prefix, _ in series}
+    ARMS = {label: colour for label, _, colour, *_ in series}
+    data = {label: curves(prefix, *key) for label, prefix, _, *key in series}
     epochs = PLANNED.get(name, max(len(c) for runs in data.values() for c in runs))
     marks = PAPER.get(name, [])
     values = [v for runs in data.values() for c in runs for v in c] + [v for _, v, _ in marks]

@@ -651,7 +651,7 @@ CHOICES = {"init": INITS, "dataset": tuple(DATASETS), "vo_sign": (-1, 1), "preci
            "compile": ("auto", "true", "false")}
 RANGES = {**dict.fromkeys(("width", "depth", "heads", "mlp_ratio", "seq_len", "eval_stride", "epochs", "batch_size",
                            "plateau_window", "eval_batch_size", "log_interval"), (1, math.inf)),
-          **dict.fromkeys(("dropout", "emb_dropout", "word_dropout", "warmup_frac", "lr_decay"), (0, 1)),
+          **dict.fromkeys(("dropout", "emb_dropout", "word_dropout", "lr_decay"), (0, 1)),
           "vo_sign": (-1, 1)}  # every other number: 0 or more
 BOOLS = {"true": True, "1": True, "false": False, "0": False}
 RESUME_FREE = {"resume", "stop_epoch", "compile", "device", "eval_batch_size", "log_interval", "data_dir", "out_dir"}

@@ -651,8 +651,7 @@ CHOICES = {"init": INITS, "dataset": tuple(DATASETS), "vo_sign": (-1, 1), "preci
            "compile": ("auto", "true", "false")}
 RANGES = {**dict.fromkeys(("width", "depth", "heads", "mlp_ratio", "seq_len", "eval_stride", "epochs", "batch_size",
                            "plateau_window", "eval_batch_size", "log_interval"), (1, math.inf)),
-          **dict.fromkeys(("dropout", "emb_dropout", "word_dropout", "lr_decay"), (0, 1)),
-          "vo_sign": (-1, 1)}  # every other number: 0 or more
+          **dict.fromkeys(("dropout", "emb_dropout", "word_dropout", "lr_decay"), (0, 1))}  # every other number: >= 0
 BOOLS = {"true": True, "1": True, "false": False, "0": False}
 RESUME_FREE = {"resume", "stop_epoch", "compile", "device", "eval_batch_size", "log_interval", "data_dir", "out_dir"}
 
@@ -670,12 +669,11 @@ def parse_config(argv):
     defaults = {k: globals()[k] for k in config_keys}
     given = parse_args(argv, defaults)
     cfg = SimpleNamespace(**{**defaults, **PRESETS.get(given.get("dataset", defaults["dataset"]), {}), **given})
-    for key, choices in CHOICES.items():
-        if getattr(cfg, key) not in choices:
-            raise SystemExit(f"error: --{key}={getattr(cfg, key)}: use one of {', '.join(map(str, choices))}")
-    for key, value in vars(cfg).items():  # every number within its RANGES, or 0 or more
+    for key, value in vars(cfg).items():  # one of its CHOICES, else a number within its RANGES (else 0 or more)
         low, high = RANGES.get(key, (0, math.inf))
-        if type(value) in (int, float) and not low <= value <= high:
+        if key in CHOICES and value not in CHOICES[key]:
+            raise SystemExit(f"error: --{key}={value}: use one of {', '.join(map(str, CHOICES[key]))}")
+        if key not in CHOICES and type(value) in (int, float) and not low <= value <= high:
             raise SystemExit(f"error: --{key}={value}: use a value in [{low}, {high}]")
     if cfg.width % cfg.heads:
         raise SystemExit(f"error: width {cfg.width} is not divisible by heads {cfg.heads}: change one of them")

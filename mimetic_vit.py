@@ -631,7 +631,7 @@ CHOICES = {"init": INITS, "dataset": tuple(DATASETS), "pos_emb": ("sinusoidal", 
            "compile": ("auto", "true", "false")}
 RANGES = {**dict.fromkeys(("width", "depth", "heads", "patch_size", "mlp_ratio", "ra_chunk", "epochs", "batch_size",
                            "eval_batch_size", "log_interval"), (1, math.inf)), "ra_m": (0, 30), "crop_scale": (0, 1),
-          "reprob": (0, 1), "label_smoothing": (0, 1), "workers": (-1, math.inf), "vo_sign": (-1, 1)}  # else: >= 0
+          "reprob": (0, 1), "label_smoothing": (0, 1), "workers": (-1, math.inf)}  # every other number: 0 or more
 BOOLS = {"true": True, "1": True, "false": False, "0": False}
 RESUME_FREE = {"resume", "stop_epoch", "compile", "device", "eval_batch_size", "log_interval", "data_dir", "out_dir",
                "workers"}
@@ -650,12 +650,11 @@ def parse_config(argv):
     defaults = {k: globals()[k] for k in config_keys}
     given = parse_args(argv, defaults)
     cfg = SimpleNamespace(**{**defaults, **RECIPES.get(given.get("recipe", defaults["recipe"]), {}), **given})
-    for key, choices in CHOICES.items():
-        if getattr(cfg, key) not in choices:
-            raise SystemExit(f"error: --{key}={getattr(cfg, key)}: use one of {', '.join(map(str, choices))}")
-    for key, value in vars(cfg).items():  # every number within its RANGES, or 0 or more
+    for key, value in vars(cfg).items():  # one of its CHOICES, else a number within its RANGES (else 0 or more)
         low, high = RANGES.get(key, (0, math.inf))
-        if type(value) in (int, float) and not low <= value <= high:
+        if key in CHOICES and value not in CHOICES[key]:
+            raise SystemExit(f"error: --{key}={value}: use one of {', '.join(map(str, CHOICES[key]))}")
+        if key not in CHOICES and type(value) in (int, float) and not low <= value <= high:
             raise SystemExit(f"error: --{key}={value}: use a value in [{low}, {high}]")
     if cfg.schedule == "onecycle" and not 0 < cfg.warmup_frac < 0.8:
         raise SystemExit(f"error: --warmup_frac={cfg.warmup_frac}: the onecycle schedule rises to its peak before it "

@@ -8,7 +8,6 @@ results (tok/s, model-matmul TFLOP/s, hardware, precision, shape). Takes mimetic
 """
 import os
 import sys
-import time
 
 import torch
 import torch.nn.functional as F
@@ -16,6 +15,7 @@ import torch.nn.functional as F
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 import mimetic_lm as lm  # noqa: E402
+from extras.bench_vit import seconds_per_call  # noqa: E402  (the ViT bench's timing)
 
 # the vocabulary each dataset loads with (test_lm_section.py checks PTB and WikiText-2 against the files)
 VOCAB_SIZES = {"ptb_char": 49, "ptb_word": 10_000, "wikitext2": 33_278, "wikitext103": 267_735}
@@ -27,18 +27,6 @@ def train_flops_per_token(c):
     n, d = c.block_size, c.width
     per_layer = 2 * (4 * d * d + 2 * c.mlp_ratio * d * d) + 2 * 2 * n * d
     return 3 * (c.depth * per_layer + 2 * d * c.vocab_size)
-
-
-def seconds_per_call(fn, sync, steps=20, warmup=5):
-    """Seconds per call of fn() after warmup calls (compilation and allocation happen there)."""
-    for _ in range(warmup):
-        fn()
-    sync()
-    t0 = time.perf_counter()
-    for _ in range(steps):
-        fn()
-    sync()
-    return (time.perf_counter() - t0) / steps
 
 
 def main(argv=None):

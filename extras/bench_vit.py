@@ -7,7 +7,8 @@ synthetic input: forward, the fp32 cross-entropy, backward, gradient clipping an
 mimetic_vit.train() does them (same optimizer, precision and compile choice): the model step. Then the
 augmentation alone on random uint8 32x32 images (mimetic_vit.TrainBatches), on one CPU core in this process
 and through train()'s loader with --workers processes; then the whole step, loader and model, as train()
-runs it. The last line is
+runs it; then what train() does between two epochs (a test pass over 10,000 images, eager and, if compiled,
+compiled; a checkpoint write), beside an epoch at the whole step's rate. The last line is
 
     benchmark: N img/s | X TFLOP/s (model matmuls) | <hardware> | <precision> | compile <bool> | width .. batch ..
 
@@ -19,7 +20,9 @@ Run from the repository root, with mimetic_vit.py's --key=value config keys (pyt
 
 import os
 import sys
+import tempfile
 import time
+from types import SimpleNamespace
 
 import torch
 import torch.nn.functional as F
@@ -27,6 +30,9 @@ import torch.nn.functional as F
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 import mimetic_vit as mv  # noqa: E402
+
+
+TEST_IMAGES = 10_000  # CIFAR-10's and CIFAR-100's test sets
 
 
 def train_flops_per_image(c):
@@ -104,6 +110,25 @@ def main(argv=None):
     batch_iter = iter(loader)
     whole_ips = cfg.batch_size / seconds_per_call(whole, sync)
     print(f"whole step: {whole_ips:.0f} img/s, {100 * whole_ips / ips:.0f}% of the model step")
+
+    # between two epochs train() runs a test pass and writes a checkpoint; the workers make the next batches meanwhile
+    test_x = torch.randint(256, (TEST_IMAGES, 3, 32, 32), dtype=torch.uint8, device=dev)
+    test_y = torch.randint(c.num_classes, (len(test_x),), device=dev)
+    stats = mv.norm_stats(mv.MEAN_STD[cfg.dataset], dev)
+
+    def test_pass_s(m):
+        return seconds_per_call(lambda: mv.evaluate(m, test_x, test_y, *stats, cfg.eval_batch_size, amp), sync, 2, 1)
+
+    test_s = test_pass_s(model)
+    compiled_test = f" ({test_pass_s(torch.compile(model, dynamic=False)):.2f} s compiled)" if compiled else ""
+    with tempfile.TemporaryDirectory() as tmp:
+        ckpt_cfg = SimpleNamespace(**{**vars(cfg), "out_dir": tmp})
+        save_s = seconds_per_call(lambda: mv.save_checkpoint(ckpt_cfg, model, opt, torch.Generator().get_state(),
+                                                             {"history": []}, dev), sync, 2, 1)
+    epoch_s = 50_000 // cfg.batch_size * cfg.batch_size / whole_ips  # CIFAR's 50,000 training images
+    print(f"between epochs: test pass {test_s:.2f} s{compiled_test}, checkpoint {save_s:.2f} s, "
+          f"{100 * (test_s + save_s) / (epoch_s + test_s + save_s):.1f}% of an epoch of {epoch_s:.1f} s at the whole "
+          f"step's rate")
     print(f"benchmark: {ips:.0f} img/s | {ips * train_flops_per_image(c) / 1e12:.2f} TFLOP/s (model matmuls) | "
           f"{mv.hardware(dev)} | {prec} | compile {compiled} | width {c.width} depth {c.depth} heads {c.heads} "
           f"patch {c.patch_size} image {c.image_size} batch {cfg.batch_size}")

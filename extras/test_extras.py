@@ -133,18 +133,27 @@ def test_extras_bench_lm_prints_one_line(capsys):
 # extras/bench_vit.py
 
 
-def test_extras_bench_vit_line_and_flops(capsys):
+def test_extras_bench_vit_line_and_flops(capsys, monkeypatch):
+    monkeypatch.setattr(bench_vit, "TEST_IMAGES", 300)  # the test pass: 10,000 images would take the suite 13 s
     ips = bench_vit.main(["--width=24", "--depth=1", "--heads=2", "--patch_size=8", "--batch_size=16", "--device=cpu"])
     out = capsys.readouterr().out.strip().splitlines()
-    assert ips > 0 and re.fullmatch(r"model step: \d+ img/s", out[-4]), out[-4]
+    assert ips > 0 and re.fullmatch(r"model step: \d+ img/s", out[-5]), out[-5]
     assert re.fullmatch(r"augmentation alone: \d+ img/s on one CPU core, \d+ img/s from the loader \(1 workers\)",
-                        out[-3]), out[-3]
-    assert re.fullmatch(r"whole step: \d+ img/s, \d+% of the model step", out[-2]), out[-2]
+                        out[-4]), out[-4]
+    assert re.fullmatch(r"whole step: \d+ img/s, \d+% of the model step", out[-3]), out[-3]
+    m = re.fullmatch(r"between epochs: test pass (\d+\.\d\d) s, checkpoint (\d+\.\d\d) s, (\d+\.\d)% of an epoch of "
+                     r"(\d+\.\d) s at the whole step's rate", out[-2])
+    assert m and float(m[1]) > 0 and float(m[4]) > 0, out[-2]  # 300 test images take a CPU more than 5 ms
     assert re.fullmatch(r"benchmark: \d+ img/s \| \d+\.\d\d TFLOP/s \(model matmuls\) \| CPU .* \| fp32 \| "
                         r"compile False \| width 24 depth 1 heads 2 patch 8 image 32 batch 16", out[-1]), out[-1]
+    compiled = []  # the GPU's path, torch.compile recorded, not run (it would take the suite 10 s)
+    monkeypatch.setattr(torch, "compile", lambda m, **kw: compiled.append(kw) or m)
     assert bench_vit.main(["--width=24", "--depth=1", "--heads=2", "--patch_size=16", "--batch_size=8",
-                           "--image_size=64", "--device=cpu"]) > 0  # Table 7: the 32x32 batch is resized first
-    assert capsys.readouterr().out.strip().endswith("patch 16 image 64 batch 8")
+                           "--image_size=64", "--device=cpu", "--compile=true"]) > 0  # Table 7: the batch is resized
+    out = capsys.readouterr().out.strip().splitlines()
+    assert out[-1].endswith("compile True | width 24 depth 1 heads 2 patch 16 image 64 batch 8")
+    assert re.search(r"test pass \d+\.\d\d s \(\d+\.\d\d s compiled\)", out[-2])
+    assert compiled == [{}, {"dynamic": False}]  # the training step's, then the test pass's
     # the FLOP count against torch's own counter (the math attention kernel, so that it counts q k^T and att v)
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from torch.utils.flop_counter import FlopCounterMode

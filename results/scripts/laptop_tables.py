@@ -380,3 +380,10 @@ def proxy(seeds=range(3)):
     return table(["candidate", "default init, final", "mimetic init, final", "mimetic - default, paired (± SE)",
                   "default: best / train - test / lowest test loss at epoch",
                   "mimetic: best / train - test / lowest test loss at epoch"], rows)
+
+
+def impulse_proxy(seeds=range(3)):
+    """Impulse beside the two inits on the overfitting proxy, today's default recipe, the same seeds."""
+    arms = [("default", f"{PROXY}-authors100-default"), ("mimetic", f"{PROXY}-authors100-mimetic"),
+            ("impulse (learned positions)", f"{PROXY}-impulse")]
+    return rows_against(seeds, arms[:2], [(label, "-", prefix) for label, prefix in arms])

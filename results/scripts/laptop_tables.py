@@ -373,11 +373,13 @@ def fit(paths):
 
 def proxy(seeds=range(3)):
     """The regularisation candidates on the overfitting proxy, both arms on the same seeds."""
-    rows = []
+    rows, (d0, m0) = [], pair(f"{PROXY}-{CANDIDATES[0][0]}", seeds)
     for name, label in CANDIDATES:
         d, m = pair(f"{PROXY}-{name}", seeds)
-        rows.append(pair_row(label, d, m) + [fit(d), fit(m)])
+        against = "(reference)" if d == d0 else f"{paired(d0, d)} / {paired(m0, m)}"
+        rows.append(pair_row(label, d, m) + [against, fit(d), fit(m)])
     return table(["candidate", "default init, final", "mimetic init, final", "mimetic - default, paired (± SE)",
+                  "minus today's default, paired (± SE): default init / mimetic init",
                   "default: best / train - test / lowest test loss at epoch",
                   "mimetic: best / train - test / lowest test loss at epoch"], rows)
 

@@ -7,6 +7,13 @@
 # One call each (a run outlives its call: setsid), SLEEP the seconds to wait: SET=pair bash results/scripts/gpu_runs.sh
 # bench (extras/bench_vit.py --batch_size=512 alone) | start (the data, the runs, their first lines) | look (their
 # last lines) | collect (their logs until they end, then each last checkpoint tested, into ...-<name>-evaluate.txt)
+# The pair in one lent session (15 min of device time, 10 a call; it needs about 13 of them on an H200: 30 s to start
+# the machine, 20 s of data, 7.3 s an epoch each with both at once, 1.4 min to epoch 7 with compiling; an H100 took
+# 8.5 s an epoch, 14.2 min: it does not fit), two calls back to back and nothing else, kind nvidia-h200, carry
+# [".carry"]:   SET=pair SLEEP=540 bash results/scripts/gpu_runs.sh start
+# then at once: SET=pair SLEEP=260 bash results/scripts/gpu_runs.sh collect
+# A shorter first call (the last try's was 120 s) leaves the second unable to wait for the end (600 s a call). If the
+# time runs out first, what collect copied every 15 s still comes back; the runs' results.json do not.
 set -u
 export PYTHONUNBUFFERED=1
 SET=${SET:-screen}

@@ -79,6 +79,7 @@ epochs = 100              # passes over the training set
 batch_size = 512          # images per step
 lr = 3e-3                 # peak learning rate
 weight_decay = 0.01       # on weight matrices only (our choice, as nanoGPT; train.py line 102 decays every parameter)
+decay_all = False         # True: weight decay on every parameter, as train.py line 102
 schedule = "onecycle"     # onecycle: linear 0 -> lr at warmup_frac -> lr/20 at 80% -> 0 at the end, set before every
                           # step (train.py lines 99-100, 114-115) | cosine: linear warmup, then cosine to 0 (v1)
 warmup_frac = 0.4         # fraction of the steps rising to the peak (train.py: 2E/5; v1: 0.05)
@@ -496,12 +497,12 @@ def evaluate(model, x, y, mean, std, batch, amp):
 # -----------------------------------------------------------------------------
 # optimizer and schedule (the paper: AdamW; the schedule follows the authors' script)
 
-def make_optimizer(model, lr, weight_decay, dev):
+def make_optimizer(model, lr, weight_decay, dev, decay_all=False):
     """AdamW (Sec. 5.1), torch's default betas and eps (as train.py line 102); no weight decay on biases, norms,
-    class token and position embeddings (our choice, as nanoGPT: decay would erode the sinusoids)."""
+    class token and position embeddings (our choice, as nanoGPT: decay would erode the sinusoids) unless decay_all."""
     decay, no_decay = [], []
     for n, p in model.named_parameters():
-        (decay if p.dim() >= 2 and n not in ("pos_embed", "cls_token") else no_decay).append(p)
+        (decay if decay_all or p.dim() >= 2 and n not in ("pos_embed", "cls_token") else no_decay).append(p)
     groups = [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
     return torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.999), fused=dev.type == "cuda")
 
@@ -542,7 +543,7 @@ def train(model, data, mean_std, cfg, dev, amp, ckpt=None):
     steps = len(train_x) // cfg.batch_size  # per epoch; the last partial batch is dropped (fixed shapes)
     if steps < 1:
         raise SystemExit(f"error: {len(train_x):,} training images but batch_size {cfg.batch_size}: lower --batch_size")
-    opt = make_optimizer(model, cfg.lr, cfg.weight_decay, dev)
+    opt = make_optimizer(model, cfg.lr, cfg.weight_decay, dev, cfg.decay_all)
     gen = torch.Generator().manual_seed(cfg.seed)  # the data order and each batch's augmentation seed
     state = restore(ckpt, opt, gen, dev) if ckpt is not None else {"history": []}
     history = state["history"]

@@ -807,6 +807,29 @@ def test_weight_decay_on_matrices_only():
     assert "blocks.0.attn.qkv.weight" in decay and "patch_embed.weight" in decay and "head.weight" in decay
     assert {"pos_embed", "cls_token", "blocks.0.attn.qkv.bias", "blocks.0.norm1.weight"} <= no_decay
     assert decay | no_decay == set(names.values()) and not decay & no_decay
+    every = mv.make_optimizer(model, 1e-3, 0.05, torch.device("cpu"), decay_all=True).param_groups  # train.py line 102
+    assert [g["weight_decay"] for g in every] == [0.05, 0.0] and not every[1]["params"]
+    assert {names[id(p)] for p in every[0]["params"]} == set(names.values())
+
+
+@pytest.mark.parametrize("decay_all", [False, True])
+def test_decay_all_reaches_training(decay_all, tmp_path, monkeypatch):
+    """--decay_all=True puts every parameter in the decayed group of the optimizer train() makes; off, the norms,
+    biases, class token and position embeddings stay out of it."""
+    write_cifar(tmp_path)
+    seen, make_optimizer = [], mv.make_optimizer
+
+    def spy(model, *a):
+        opt = make_optimizer(model, *a)
+        names = {id(p): n for n, p in model.named_parameters()}
+        seen.append([({names[id(p)] for p in g["params"]}, g["weight_decay"]) for g in opt.param_groups])
+        return opt
+
+    monkeypatch.setattr(mv, "make_optimizer", spy)
+    mv.main(TINY + ["--epochs=1", f"--decay_all={decay_all}", f"--data_dir={tmp_path}", f"--out_dir={tmp_path / 'r'}"])
+    (decayed, wd), (kept, _) = seen[-1]
+    assert wd == 0.01 and ("pos_embed" in decayed and "blocks.0.norm1.bias" in decayed) == decay_all
+    assert (kept == set()) == decay_all and "blocks.0.attn.qkv.weight" in decayed
 
 
 # ==================================================================================================
@@ -819,7 +842,7 @@ def test_the_default_recipe_is_the_authors_100_epoch_setting():
     defaults, train.py's argparse values (lines 16-20), stay one key away as --recipe=authors."""
     cfg = vars(mv.parse_config([]))
     want = dict(crop_scale=1.0, ra_n=2, ra_m=12, jitter=0.2, reprob=0.2, cutout=0, hflip=True, ra_chunk=1,
-                schedule="onecycle", warmup_frac=0.4, grad_clip=0.0, label_smoothing=0.0, lr=3e-3, weight_decay=0.01,
+                schedule="onecycle", warmup_frac=0.4, grad_clip=0.0, label_smoothing=0.0, lr=3e-3, weight_decay=0.01, decay_all=False,
                 batch_size=512, epochs=100, recipe="authors100")
     assert {k: cfg[k] for k in want} == want
     old = vars(mv.parse_config(["--recipe=authors"]))
@@ -1666,7 +1689,7 @@ RENAMED = {"warmup_steps": lambda v, total: ("warmup_frac", 0.05 if v == -1 else
 
 
 BEFORE_THE_KEY = {"recipe": lambda res: "v1", "ra_chunk": lambda res: 1, "image_size": lambda res: 0,
-                  "small_emb": lambda res: False, "label_smoothing": lambda res: 0.0,
+                  "small_emb": lambda res: False, "label_smoothing": lambda res: 0.0, "decay_all": lambda res: False,
                   "precision": lambda res: res.get("precision", "fp32").split()[0]}
 
 

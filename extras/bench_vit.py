@@ -65,7 +65,7 @@ def main(argv=None):
     print(f"model: {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters, {c.num_tokens} tokens")
     compiled = cfg.compile == "true" or (cfg.compile == "auto" and dev.type == "cuda")  # as mimetic_vit.train() decides
     net = torch.compile(model) if compiled else model
-    opt = mv.make_optimizer(model, cfg.lr, cfg.weight_decay, dev)
+    opt = mv.make_optimizer(model, cfg.lr, cfg.weight_decay, dev, cfg.decay_all)
     x = torch.randn(cfg.batch_size, 3, c.image_size, c.image_size, device=dev)
     y = torch.randint(c.num_classes, (cfg.batch_size,), device=dev)
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)

@@ -35,7 +35,8 @@ jobs() {  # $1 the lane's arm, $2 the impulse seeds it also runs; each line: fol
     for s in 0 1 2; do depth12 "$s"; done
     for s in 0 1 2; do  # the regularisation candidates on the overfitting proxy: name|flags
         for c in "authors100|" "authors|--recipe=authors" "pos2|--pos_scale=2" "ls01|--label_smoothing=0.1" \
-                 "ra2m14cutout16|--ra_n=2 --ra_m=14 --cutout=16 --crop_scale=1.0 --jitter=0 --reprob=0"; do
+                 "ra2m14cutout16|--ra_n=2 --ra_m=14 --cutout=16 --crop_scale=1.0 --jitter=0 --reprob=0" \
+                 "ra2m9cutout16|--ra_n=2 --ra_m=9 --cutout=16 --crop_scale=1.0 --jitter=0 --reprob=0" "decayall|--decay_all=True"; do
             echo "cpu-pair5kjpeg-w96d4h3p4-1k-e150-b64-${c%%|*}-ARM-seed$s|mimetic_vit.py $PROXY ${c#*|} --seed=$s"
         done
     done

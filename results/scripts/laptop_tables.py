@@ -356,7 +356,8 @@ def jpeg_quality(seeds=range(3), qualities=(50, 30)):
 PROXY = "results/cpu-pair5kjpeg-w96d4h3p4-1k-e150-b64"  # the overfitting proxy: 1,024 JPEG images, 150 epochs
 CANDIDATES = [("authors100", "today's default (`authors100`)"), ("authors", "`--recipe=authors`"),
               ("ra2m14cutout16", "`--ra_n=2 --ra_m=14 --cutout=16 --crop_scale=1.0 --jitter=0 --reprob=0`"),
-              ("pos2", "`--pos_scale=2`"), ("ls01", "`--label_smoothing=0.1`")]
+              ("ra2m9cutout16", "`--ra_n=2 --ra_m=9 --cutout=16 --crop_scale=1.0 --jitter=0 --reprob=0`"),
+              ("pos2", "`--pos_scale=2`"), ("ls01", "`--label_smoothing=0.1`"), ("decayall", "`--decay_all=True`")]
 
 
 def fit(paths):

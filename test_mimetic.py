@@ -842,8 +842,8 @@ def test_the_default_recipe_is_the_authors_100_epoch_setting():
     defaults, train.py's argparse values (lines 16-20), stay one key away as --recipe=authors."""
     cfg = vars(mv.parse_config([]))
     want = dict(crop_scale=1.0, ra_n=2, ra_m=12, jitter=0.2, reprob=0.2, cutout=0, hflip=True, ra_chunk=1,
-                schedule="onecycle", warmup_frac=0.4, grad_clip=0.0, label_smoothing=0.0, lr=3e-3, weight_decay=0.01, decay_all=False,
-                batch_size=512, epochs=100, recipe="authors100")
+                schedule="onecycle", warmup_frac=0.4, grad_clip=0.0, label_smoothing=0.0, lr=3e-3, weight_decay=0.01,
+                decay_all=False, batch_size=512, epochs=100, recipe="authors100")
     assert {k: cfg[k] for k in want} == want
     old = vars(mv.parse_config(["--recipe=authors"]))
     assert {k: old[k] for k in ("crop_scale", "ra_n", "ra_m", "jitter", "reprob")} == dict(
@@ -1681,8 +1681,8 @@ RETIRED_OFF = {"plot": False, "benchmark": False, "prompt": "", "temperature": 1
 
 # what a run recorded before a key existed ran, as today's flag: recipe v1 (before the recipe issue); RandAugment
 # per image (before 7b773af it was batched by hand from torchvision's ops, per image: the law of --ra_chunk=1);
-# no resize; no SmallInitEmb; no label smoothing; the precision the record names (auto once chose bf16 on CPUs
-# with native bf16), or fp32 where it names none (the first runs, before the precision key, ran fp32 only)
+# no resize; no SmallInitEmb; no label smoothing; decay on matrices only; the precision the record names (auto once
+# chose bf16 on CPUs with native bf16), or fp32 where it names none (the first runs, before the precision key, ran fp32)
 # keys renamed since a record was made, as today's flag with the same meaning: the LM's warmup_steps (-1 = 5% of the
 # run) became warmup_frac, a fraction of the run's steps, as the ViT's
 RENAMED = {"warmup_steps": lambda v, total: ("warmup_frac", 0.05 if v == -1 else v / total)}

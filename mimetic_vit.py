@@ -78,8 +78,8 @@ workers = -1              # processes augmenting beside training; -1 = CPU cores
 epochs = 100              # passes over the training set
 batch_size = 512          # images per step
 lr = 3e-3                 # peak learning rate
-weight_decay = 0.01       # on weight matrices only (our choice, as nanoGPT; train.py line 102 decays every parameter)
-decay_all = False         # True: weight decay on every parameter, as train.py line 102 (on the proxy: no better)
+weight_decay = 0.01       # on weight matrices only (our choice, as nanoGPT), unless decay_all
+decay_all = False         # True: on every parameter, as train.py line 102 (on the proxy: no better)
 schedule = "onecycle"     # onecycle: linear 0 -> lr at warmup_frac -> lr/20 at 80% -> 0 at the end, set before every
                           # step (train.py lines 99-100, 114-115) | cosine: linear warmup, then cosine to 0 (v1)
 warmup_frac = 0.4         # fraction of the steps rising to the peak (train.py: 2E/5; v1: 0.05)

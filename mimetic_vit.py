@@ -44,7 +44,7 @@ depth = 12                # number of Transformer blocks
 heads = 3                 # attention heads; head dimension k = width / heads
 patch_size = 2            # patch side in pixels: 256 patches of a 32x32 image, and a class token
 mlp_ratio = 4             # MLP hidden width = mlp_ratio * width (the standard ViT value)
-pos_emb = "sinusoidal"    # sinusoidal (Sec. 5.1) | learned (Table 2 "random pos. embeddings")
+pos_emb = "sinusoidal"    # sinusoidal (Sec. 5.1) | learned (Table 2 "random pos. embeddings") | sincos2d (row, column)
 pos_scale = 1.0           # g, scales the position embeddings (Fig. 4); 1 = standard (our choice)
 pos_trainable = True      # train the position embeddings (our choice, as timm); False keeps them fixed
 # init (Sec. 4; Sec. 5.1 uses a1 = b1 = 0.7, a2 = b2 = 0.4 for all vision experiments)
@@ -68,8 +68,10 @@ hflip = True              # random horizontal flip, p = 0.5 (train.py line 71)
 crop_scale = 1.0          # RandomResizedCrop(32, scale=(crop_scale, 1), ratio=(1, 1)) (train.py lines 16, 70); 1 = off
 ra_n = 2                  # RandAugment: ops per image (train.py lines 19, 72); 0 = off
 ra_m = 12                 # RandAugment: magnitude, 0-30 of 31 bins (train.py line 18)
+ra_p = 1.0                # each RandAugment op applied with this probability (timm's AugmentOp: 0.5); 1 = always
 jitter = 0.2              # ColorJitter(jitter, jitter, jitter): brightness, contrast, saturation (train.py 20, 73)
 reprob = 0.2              # RandomErasing(p=reprob) after normalising, torchvision's sizes (train.py lines 17, 76)
+erase_fill = "zero"       # the erased box: zero (train.py) | noise, per-pixel N(0, 1) (timm's --remode pixel)
 cutout = 0                # Cutout square side in pixels (DeVries & Taylor 2017; recipe v1: 16; the script: none)
 ra_chunk = 1              # images sharing one draw of crop, RandAugment, jitter, erasing: 1 = per image (v1: 8)
 workers = -1              # processes augmenting beside training; -1 = CPU cores - 1 (at most 16) on CUDA, else 1;
@@ -80,15 +82,22 @@ batch_size = 512          # images per step
 lr = 3e-3                 # peak learning rate
 weight_decay = 0.01       # on weight matrices only (our choice, as nanoGPT), unless decay_all
 decay_all = False         # True: on every parameter, as train.py line 102 (on the proxy: no better)
+adam_eps = 1e-8           # AdamW's eps: torch's default, as train.py line 102 (the timm flags: --opt-eps=1e-3)
 schedule = "onecycle"     # onecycle: linear 0 -> lr at warmup_frac -> lr/20 at 80% -> 0 at the end, set before every
                           # step (train.py lines 99-100, 114-115) | cosine: linear warmup, then cosine to 0 (v1)
 warmup_frac = 0.4         # fraction of the steps rising to the peak (train.py: 2E/5; v1: 0.05)
 label_smoothing = 0.0     # of the training loss only, never the test loss (our choice: off, as train.py line 103)
 grad_clip = 0.0           # clip the global gradient norm to this; 0 = off (train.py lines 28, 123-125: off; v1: 1)
-recipe = "authors100"     # authors100 (the lines above) | authors | v1: the keys each sets, for those not given:
+recipe = "authors100"     # authors100 (the lines above) | authors | timm | v1: the keys each sets, unless given:
 RECIPES = {"authors100": {},
            # train.py's argparse defaults (lines 16-20), meant for its 25 epochs: our default before authors100
            "authors": dict(crop_scale=0.75, ra_n=1, ra_m=8, jitter=0.1, reprob=0.25),
+           # the first author's timm flags, "exactly the settings we used" (locuslab/convmixer README.md lines 46-74,
+           # line 74: --scale 0.75 1.0 for CIFAR): rand-m9-mstd0.5-inc1 (timm's 9 of 10 = torchvision's 27 of 30;
+           # not its magnitude noise), --reprob 0.25 --remode pixel, --opt-eps 1e-3, --clip-grad 1.0, timm's label
+           # smoothing 0.1 and no colour jitter beside RandAugment; not --mixup/--cutmix, which the paper never names
+           "timm": dict(ra_n=2, ra_m=27, ra_p=0.5, crop_scale=0.75, jitter=0.0, reprob=0.25, erase_fill="noise",
+                        label_smoothing=0.1, adam_eps=1e-3, grad_clip=1.0),
            # this project's first choices, where the paper is silent, before it followed the authors' script
            "v1": dict(schedule="cosine", warmup_frac=0.05, grad_clip=1.0, crop_scale=1.0, ra_n=2, ra_m=9, jitter=0.0,
                       reprob=0.0, cutout=16, ra_chunk=8)}
@@ -118,7 +127,7 @@ class ViTConfig:
     depth: int = 12
     heads: int = 3
     mlp_ratio: int = 4
-    pos_emb: str = "sinusoidal"   # sinusoidal | learned
+    pos_emb: str = "sinusoidal"   # sinusoidal | learned | sincos2d
     pos_scale: float = 1.0
     pos_trainable: bool = True
 
@@ -135,6 +144,14 @@ def sinusoidal_embeddings(n, d):
     P[:, 0::2] = torch.sin(position * freq)
     P[:, 1::2] = torch.cos(position * freq)[:, : d // 2]
     return P.float()
+
+
+def sincos2d_embeddings(grid, d):
+    """Patch (r, c) of a grid x grid image: row r's sinusoids in the first d/2 dimensions, column c's in the rest
+    (our layout; the paper says only "sinusoidal"); the class token gets zeros. (grid * grid + 1, d)"""
+    rows, cols = sinusoidal_embeddings(grid, d // 2), sinusoidal_embeddings(grid, d - d // 2)
+    P = torch.cat([rows[:, None].expand(-1, grid, -1), cols[None].expand(grid, -1, -1)], dim=-1)  # (r, c, d)
+    return torch.cat([torch.zeros(1, d), P.reshape(grid * grid, d)])
 
 
 class Attention(nn.Module):
@@ -193,6 +210,7 @@ class ViT(nn.Module):
         | every other Linear bias   | 0                                                      |
         | cls_token                 | normal, std 1e-6 (timm)                                |
         | pos_embed (sinusoidal)    | pos_scale * sinusoids (Sec. 5.1, Fig. 4)               |
+        | pos_embed (sincos2d)      | pos_scale * row and column sinusoids                   |
         | pos_embed (learned)       | pos_scale * truncated normal, std 0.02 (timm)          |
         | LayerNorm weight, bias    | 1, 0                                                   |
         """
@@ -204,6 +222,8 @@ class ViT(nn.Module):
         nn.init.normal_(self.cls_token, std=1e-6)
         if c.pos_emb == "sinusoidal":
             P = sinusoidal_embeddings(c.num_tokens, c.width)[None]
+        elif c.pos_emb == "sincos2d":
+            P = sincos2d_embeddings(c.image_size // c.patch_size, c.width)[None]
         else:
             P = nn.init.trunc_normal_(torch.empty(1, c.num_tokens, c.width), std=0.02)
         self.pos_embed.copy_(c.pos_scale * P)
@@ -408,12 +428,14 @@ def augment(x, cfg, mean, std):
     before, after = nn.Sequential(), nn.Sequential()  # empty: the identity
     if cfg.crop_scale < 1:
         before.append(T.RandomResizedCrop((H, W), scale=(cfg.crop_scale, 1.0), ratio=(1.0, 1.0)))
-    if cfg.ra_n > 0:
+    if cfg.ra_n > 0 and cfg.ra_p < 1:  # timm's way: each op on its own coin; at ra_p = 1 no coin is drawn
+        before.extend(T.RandomApply([T.RandAugment(num_ops=1, magnitude=cfg.ra_m)], p=cfg.ra_p) for _ in range(cfg.ra_n))
+    elif cfg.ra_n > 0:
         before.append(T.RandAugment(num_ops=cfg.ra_n, magnitude=cfg.ra_m))
     if cfg.jitter > 0:
         before.append(T.ColorJitter(cfg.jitter, cfg.jitter, cfg.jitter))
     if cfg.reprob > 0:
-        after.append(T.RandomErasing(p=cfg.reprob))
+        after.append(T.RandomErasing(p=cfg.reprob, value="random" if cfg.erase_fill == "noise" else 0))
     chunks = []
     for chunk in x.split(cfg.ra_chunk):
         chunk = before(chunk).float() / 255.0
@@ -497,14 +519,14 @@ def evaluate(model, x, y, mean, std, batch, amp):
 # -----------------------------------------------------------------------------
 # optimizer and schedule (the paper: AdamW; the schedule follows the authors' script)
 
-def make_optimizer(model, lr, weight_decay, dev, decay_all=False):
+def make_optimizer(model, lr, weight_decay, dev, decay_all=False, eps=1e-8):
     """AdamW (Sec. 5.1), torch's default betas and eps (as train.py line 102); no weight decay on biases, norms,
     class token and position embeddings (our choice, as nanoGPT: decay would erode the sinusoids) unless decay_all."""
     decay, no_decay = [], []
     for n, p in model.named_parameters():
         (decay if decay_all or p.dim() >= 2 and n not in ("pos_embed", "cls_token") else no_decay).append(p)
     groups = [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-    return torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.999), fused=dev.type == "cuda")
+    return torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.999), eps=eps, fused=dev.type == "cuda")
 
 
 def get_lr(step, total_steps, cfg):
@@ -543,7 +565,7 @@ def train(model, data, mean_std, cfg, dev, amp, ckpt=None):
     steps = len(train_x) // cfg.batch_size  # per epoch; the last partial batch is dropped (fixed shapes)
     if steps < 1:
         raise SystemExit(f"error: {len(train_x):,} training images but batch_size {cfg.batch_size}: lower --batch_size")
-    opt = make_optimizer(model, cfg.lr, cfg.weight_decay, dev, cfg.decay_all)
+    opt = make_optimizer(model, cfg.lr, cfg.weight_decay, dev, cfg.decay_all, cfg.adam_eps)
     gen = torch.Generator().manual_seed(cfg.seed)  # the data order and each batch's augmentation seed
     state = restore(ckpt, opt, gen, dev) if ckpt is not None else {"history": []}
     history = state["history"]
@@ -627,12 +649,12 @@ def main(argv=None):
 
 # =============================================================================
 # tail: machinery the paper does not define (arguments, run folder, checkpoints and results, device, progress)
-CHOICES = {"init": INITS, "dataset": tuple(DATASETS), "pos_emb": ("sinusoidal", "learned"), "vo_sign": (-1, 1),
+CHOICES = {"init": INITS, "dataset": tuple(DATASETS), "pos_emb": ("sinusoidal", "learned", "sincos2d"), "vo_sign": (-1, 1),
            "schedule": ("onecycle", "cosine"), "recipe": tuple(RECIPES), "precision": ("auto", "bf16", "fp32"),
-           "compile": ("auto", "true", "false")}
+           "compile": ("auto", "true", "false"), "erase_fill": ("zero", "noise")}
 RANGES = {**dict.fromkeys(("width", "depth", "heads", "patch_size", "mlp_ratio", "ra_chunk", "epochs", "batch_size",
                            "eval_batch_size", "log_interval"), (1, math.inf)), "ra_m": (0, 30), "crop_scale": (0, 1),
-          "reprob": (0, 1), "label_smoothing": (0, 1), "workers": (-1, math.inf)}  # every other number: 0 or more
+          "reprob": (0, 1), "ra_p": (0, 1), "label_smoothing": (0, 1), "workers": (-1, math.inf)}  # every other number: 0 or more
 BOOLS = {"true": True, "1": True, "false": False, "0": False}
 RESUME_FREE = {"resume", "stop_epoch", "compile", "device", "eval_batch_size", "log_interval", "data_dir", "out_dir",
                "workers"}

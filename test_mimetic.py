@@ -217,6 +217,21 @@ def test_model_shapes():
     assert torch.allclose(small_vit(pos_scale=2.0).pos_embed[0], 2 * P)
 
 
+def test_sincos2d_gives_each_patch_its_row_and_column():
+    """--pos_emb=sincos2d: patch (r, c) of the raster order holds row r's sinusoids, then column c's; the class
+    token zeros; scaled by pos_scale as the 1-D table."""
+    grid, d = 4, 14  # 7 dimensions each, an odd number: the split must still fill the width
+    P = mv.sincos2d_embeddings(grid, d)
+    rows, cols = mv.sinusoidal_embeddings(grid, 7), mv.sinusoidal_embeddings(grid, 7)
+    assert P.shape == (grid * grid + 1, d) and torch.equal(P[0], torch.zeros(d))
+    for r in range(grid):
+        for c in range(grid):
+            assert torch.equal(P[1 + r * grid + c], torch.cat([rows[r], cols[c]])), (r, c)
+    model = small_vit(patch_size=4, pos_emb="sincos2d", pos_scale=2.0)
+    assert torch.equal(model.pos_embed[0], 2 * mv.sincos2d_embeddings(8, 48))
+    assert mv.parse_config(["--pos_emb=sincos2d"]).pos_emb == "sincos2d"
+
+
 def test_sinusoids_match_vaswani_at_every_column():
     n, d = 50, 24
     P = mv.sinusoidal_embeddings(n, d)
@@ -610,6 +625,46 @@ def test_augment_is_torchvisions_transforms_drawn_per_image():
     assert torch.equal(mv.augment(x, cfg, mean, std), (x.float() / 255 - mean) / std)
 
 
+def test_ra_p_applies_each_randaugment_op_on_its_own_coin():
+    """--ra_p below 1: each of the ra_n RandAugment ops is torchvision's RandomApply of one op, timm's way (its
+    AugmentOp's prob); at 1 no coin is drawn, so the augmentation is the same bits as before the key."""
+    import torchvision.transforms.v2 as T
+    mean, std = mv.norm_stats(mv.MEAN_STD["cifar10"], "cpu")
+    x = same_image(32)
+    off = ["--hflip=False", "--crop_scale=1", "--jitter=0", "--reprob=0", "--ra_n=2", "--ra_m=27"]
+    for p, ops in ((0.5, [T.RandomApply([T.RandAugment(num_ops=1, magnitude=27)], p=0.5)] * 2),
+                   (1.0, [T.RandAugment(num_ops=2, magnitude=27)])):
+        torch.manual_seed(4)
+        got = mv.augment(x, mv.parse_config(off + [f"--ra_p={p}"]), mean, std)
+        torch.manual_seed(4)
+        ref = torch.cat([(T.Compose(ops)(x[i:i + 1]).float() / 255 - mean) / std for i in range(32)])
+        assert torch.equal(got, ref), p
+    plain = (x.float() / 255 - mean) / std
+    untouched = sum(torch.equal(v, plain[0]) for v in got)
+    torch.manual_seed(4)
+    half = mv.augment(x, mv.parse_config(off + ["--ra_p=0.5"]), mean, std)
+    assert sum(torch.equal(v, plain[0]) for v in half) > untouched + 4  # about a quarter pass both coins untouched
+    assert torch.equal(mv.augment(x, mv.parse_config(off + ["--ra_p=0"]), mean, std), plain)
+
+
+def test_erase_fill_noise_is_per_pixel_normal():
+    """--erase_fill=noise fills RandomErasing's box with N(0, 1) per pixel (timm's --remode pixel); zero, with 0."""
+    mean, std = mv.norm_stats(mv.MEAN_STD["cifar10"], "cpu")
+    x = same_image(64)
+    plain = (x.float() / 255 - mean) / std
+    off = ["--hflip=False", "--crop_scale=1", "--ra_n=0", "--jitter=0", "--reprob=1"]
+    for fill in ("zero", "noise"):
+        torch.manual_seed(2)
+        got = mv.augment(x, mv.parse_config(off + [f"--erase_fill={fill}"]), mean, std)
+        box = got != plain
+        values = got[box]
+        assert box.any(dim=(1, 2, 3)).sum() > 50, fill  # p = 1: nearly every image erased
+        if fill == "zero":
+            assert (values == 0).all()
+        else:
+            assert len(values.unique()) > 0.99 * len(values) and abs(values.mean()) < 0.05 and abs(values.std() - 1) < 0.05
+
+
 def test_flip_and_cutout_per_image():
     mean, std = mv.norm_stats(mv.MEAN_STD["cifar10"], "cpu")
     x = same_image()
@@ -815,19 +870,21 @@ def test_weight_decay_on_matrices_only():
 @pytest.mark.parametrize("decay_all", [False, True])
 def test_decay_all_reaches_training(decay_all, tmp_path, monkeypatch):
     """--decay_all=True puts every parameter in the decayed group of the optimizer train() makes; off, the norms,
-    biases, class token and position embeddings stay out of it."""
+    biases, class token and position embeddings stay out of it. --adam_eps reaches it too (with decay_all, 1e-3)."""
     write_cifar(tmp_path)
     seen, make_optimizer = [], mv.make_optimizer
 
     def spy(model, *a):
         opt = make_optimizer(model, *a)
         names = {id(p): n for n, p in model.named_parameters()}
-        seen.append([({names[id(p)] for p in g["params"]}, g["weight_decay"]) for g in opt.param_groups])
+        seen.append([({names[id(p)] for p in g["params"]}, g["weight_decay"], g["eps"]) for g in opt.param_groups])
         return opt
 
     monkeypatch.setattr(mv, "make_optimizer", spy)
-    mv.main(TINY + ["--epochs=1", f"--decay_all={decay_all}", f"--data_dir={tmp_path}", f"--out_dir={tmp_path / 'r'}"])
-    (decayed, wd), (kept, _) = seen[-1]
+    eps = ["--adam_eps=1e-3"] if decay_all else []
+    mv.main(TINY + ["--epochs=1", f"--decay_all={decay_all}", *eps, f"--data_dir={tmp_path}", f"--out_dir={tmp_path / 'r'}"])
+    (decayed, wd, eps), (kept, _, _) = seen[-1]
+    assert eps == (1e-3 if decay_all else 1e-8)
     assert wd == 0.01 and ("pos_embed" in decayed and "blocks.0.norm1.bias" in decayed) == decay_all
     assert (kept == set()) == decay_all and "blocks.0.attn.qkv.weight" in decayed
 
@@ -843,12 +900,25 @@ def test_the_default_recipe_is_the_authors_100_epoch_setting():
     cfg = vars(mv.parse_config([]))
     want = dict(crop_scale=1.0, ra_n=2, ra_m=12, jitter=0.2, reprob=0.2, cutout=0, hflip=True, ra_chunk=1,
                 schedule="onecycle", warmup_frac=0.4, grad_clip=0.0, label_smoothing=0.0, lr=3e-3, weight_decay=0.01,
-                decay_all=False, batch_size=512, epochs=100, recipe="authors100")
+                decay_all=False, batch_size=512, epochs=100, recipe="authors100", ra_p=1.0, erase_fill="zero",
+                adam_eps=1e-8, pos_emb="sinusoidal")
     assert {k: cfg[k] for k in want} == want
     old = vars(mv.parse_config(["--recipe=authors"]))
     assert {k: old[k] for k in ("crop_scale", "ra_n", "ra_m", "jitter", "reprob")} == dict(
         crop_scale=0.75, ra_n=1, ra_m=8, jitter=0.1, reprob=0.25)
     assert {k for k in cfg if cfg[k] != old[k]} == {"crop_scale", "ra_n", "ra_m", "jitter", "reprob", "recipe"}
+
+
+def test_recipe_timm_is_the_first_authors_flags_without_mixing():
+    """--recipe=timm: our reading of the flags of locuslab/convmixer README.md lines 46-74 (rand-m9-mstd0.5-inc1,
+    --reprob 0.25 --remode pixel, --opt-eps 1e-3, --clip-grad 1.0, --scale 0.75 1.0, timm's label smoothing 0.1, no
+    colour jitter beside RandAugment); every other key, the schedule, lr and weight decay among them, as today's."""
+    timm, today = vars(mv.parse_config(["--recipe=timm"])), vars(mv.parse_config([]))
+    want = dict(ra_n=2, ra_m=27, ra_p=0.5, crop_scale=0.75, jitter=0.0, reprob=0.25, erase_fill="noise",
+                label_smoothing=0.1, adam_eps=1e-3, grad_clip=1.0, recipe="timm")
+    assert {k: timm[k] for k in want} == want
+    assert {k for k in timm if timm[k] != today[k]} == set(want) - {"ra_n"}  # two ops today too
+    assert timm["schedule"] == "onecycle" and timm["lr"] == 3e-3 and timm["weight_decay"] == 0.01
 
 
 def test_recipe_v1_fills_only_keys_not_given():
@@ -1690,6 +1760,7 @@ RENAMED = {"warmup_steps": lambda v, total: ("warmup_frac", 0.05 if v == -1 else
 
 BEFORE_THE_KEY = {"recipe": lambda res: "v1", "ra_chunk": lambda res: 1, "image_size": lambda res: 0,
                   "small_emb": lambda res: False, "label_smoothing": lambda res: 0.0, "decay_all": lambda res: False,
+                  "ra_p": lambda res: 1.0, "erase_fill": lambda res: "zero", "adam_eps": lambda res: 1e-8,
                   "precision": lambda res: res.get("precision", "fp32").split()[0]}
 
 

@@ -23,6 +23,12 @@ runs() {  # name|flags
     if [ "$SET" = pair ]; then
         echo "mimetic|--init=mimetic --epochs=${EPOCHS:-100}"
         echo "default|--init=default --epochs=${EPOCHS:-100}"
+    elif [ "$SET" = e1 ]; then  # the level issue's decisive run: the first author's timm flags, default init
+        echo "timm-default|--init=default --recipe=timm --epochs=${EPOCHS:-100}"
+    elif [ "$SET" = e2 ]; then  # its mimetic arm
+        echo "timm-mimetic|--init=mimetic --recipe=timm --epochs=${EPOCHS:-100}"
+    elif [ "$SET" = e3 ]; then  # 2-D sine-cosine position embeddings on today's recipe, default init
+        echo "sincos2d-default|--init=default --pos_emb=sincos2d --epochs=${EPOCHS:-100}"
     else  # train.py's defaults (the default until the screen); the authors' 100-epoch augmentation (the default
         # since); the paper's words ("RandAugment and Cutout") at magnitude 14
         local e="--init=default --epochs=${EPOCHS:-40}"

@@ -74,8 +74,6 @@ reprob = 0.2              # RandomErasing(p=reprob) after normalising, torchvisi
 erase_fill = "zero"       # the erased box: zero (train.py) | noise, per-pixel N(0, 1) (timm's --remode pixel)
 cutout = 0                # Cutout square side in pixels (DeVries & Taylor 2017; recipe v1: 16; the script: none)
 ra_chunk = 1              # images sharing one draw of crop, RandAugment, jitter, erasing: 1 = per image (v1: 8)
-workers = -1              # processes augmenting beside training; -1 = CPU cores - 1 (at most 16) on CUDA, else 1;
-                          # 0 = in the main process (our choice; train.py line 31: 2). The batches do not depend on it
 # optimisation (Sec. 5.1: batch 512, AdamW, lr 3e-3, weight decay 0.01, 100 epochs)
 epochs = 100              # passes over the training set
 batch_size = 512          # images per step
@@ -366,9 +364,9 @@ def build_model(cfg, num_classes):
 
 
 # -----------------------------------------------------------------------------
-# data: a dataset lives in memory as uint8 (N, 3, 32, 32). DataLoader workers augment the training batches on
-# the CPU beside training, at the images' own size (so that the transforms keep their CIFAR meaning); on the
-# device they are resized to image_size (Table 7). Test images live on the device.
+# data: a dataset lives on the training device as uint8 (N, 3, 32, 32). TrainLoader augments the training batches
+# there at the images' own size (so that the transforms keep their CIFAR meaning), then they are resized to
+# image_size (Table 7).
 DATASETS = {  # name: (folder in the official python layout, file names, label key, classes)
     "cifar10": ("cifar-10-batches-py", [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"], "labels", 10),
     "cifar100": ("cifar-100-python", ["train", "test"], "fine_labels", 100)}
@@ -419,70 +417,108 @@ def norm_stats(mean_std, dev):
     return tuple(torch.tensor(v, device=dev).view(1, 3, 1, 1) for v in mean_std)
 
 
-def augment(x, cfg, mean, std):
-    """uint8 (B, 3, H, W) -> normalised float, every draw from torch's RNG: a flip per image; torchvision's crop,
-    RandAugment, jitter and (after normalising) erasing, which draw once a call, per cfg.ra_chunk images; Cutout."""
-    B, _, H, W = x.shape
-    if cfg.hflip:
-        x = torch.where((torch.rand(B) < 0.5)[:, None, None, None], x.flip(-1), x)
-    before, after = nn.Sequential(), nn.Sequential()  # empty: the identity
-    if cfg.crop_scale < 1:
-        before.append(T.RandomResizedCrop((H, W), scale=(cfg.crop_scale, 1.0), ratio=(1.0, 1.0)))
-    if cfg.ra_n > 0 and cfg.ra_p < 1:  # timm's way: each op on its own coin; at ra_p = 1 no coin is drawn
-        before.extend(T.RandomApply([T.RandAugment(num_ops=1, magnitude=cfg.ra_m)], p=cfg.ra_p) for _ in range(cfg.ra_n))
-    elif cfg.ra_n > 0:
-        before.append(T.RandAugment(num_ops=cfg.ra_n, magnitude=cfg.ra_m))
-    if cfg.jitter > 0:
-        before.append(T.ColorJitter(cfg.jitter, cfg.jitter, cfg.jitter))
-    if cfg.reprob > 0:
-        after.append(T.RandomErasing(p=cfg.reprob, value="random" if cfg.erase_fill == "noise" else 0))
-    chunks = []
-    for chunk in x.split(cfg.ra_chunk):
-        chunk = before(chunk).float() / 255.0
-        chunks.append(after((chunk - mean) / std))
-    x = torch.cat(chunks)
-    if cfg.cutout > 0:  # DeVries & Taylor 2017: zero (the mean) a square clipped at the border, centred anywhere
-        cy, cx = torch.randint(H, (B, 1)), torch.randint(W, (B, 1))
-        ys, xs = torch.arange(H), torch.arange(W)
-        inside_y = (ys >= cy - cfg.cutout // 2) & (ys < cy - cfg.cutout // 2 + cfg.cutout)  # (B, H)
-        inside_x = (xs >= cx - cfg.cutout // 2) & (xs < cx - cfg.cutout // 2 + cfg.cutout)  # (B, W)
-        x = x.masked_fill((inside_y[:, :, None] & inside_x[:, None, :])[:, None], 0.0)  # (B, 1, H, W)
+class TrainLoader:
+    """A run's training batches, as airbench's CifarLoader: the images live on the training device as uint8, and the
+    loader owns the data order and every draw of the augmentation. Each epoch gen draws a permutation and a seed per
+    batch; each batch's draws are torchvision's (its transforms' make_params; RandAugment's op and sign as its forward
+    draws them) from torch's RNG seeded with that seed, in the order its transforms draw image by image (train.py lines
+    69-77): a flip per image, then per ra_chunk images crop, RandAugment, jitter, erasing; Cutout last. apply() then
+    augments the whole batch on the device with torchvision's kernels: so a batch is the same bits as torchvision's
+    transforms applied image by image on a CPU (a test says so), on CUDA up to its kernels' rounding."""
+
+    def __init__(self, x, y, cfg, mean_std, dev, gen):
+        self.x, self.y, self.cfg, self.dev, self.gen = x.to(dev), y.to(dev), cfg, dev, gen
+        self.mean, self.std = norm_stats(mean_std, dev)
+        self.steps = len(x) // cfg.batch_size  # the last partial batch is dropped (fixed shapes)
+        self.one = torch.empty(x.shape[1:], dtype=torch.uint8)  # what the transforms' draws read: one image's size
+        self.crop = T.RandomResizedCrop(x.shape[-2:], scale=(cfg.crop_scale, 1.0), ratio=(1.0, 1.0))
+        self.ra = T.RandAugment(num_ops=1, magnitude=cfg.ra_m)
+        self.ops = []  # torchvision's table (private: tested bit for bit) at this magnitude: (op, magnitude, signed)
+        for op, (magnitudes, signed) in self.ra._AUGMENTATION_SPACE.items():
+            magnitudes = magnitudes(self.ra.num_magnitude_bins, *x.shape[-2:])
+            self.ops.append((op, 0.0 if magnitudes is None else float(magnitudes[cfg.ra_m]), magnitudes is not None and signed))
+        self.jitter = T.ColorJitter(cfg.jitter, cfg.jitter, cfg.jitter)
+        self.erase = T.RandomErasing(p=1.0, value="random" if cfg.erase_fill == "noise" else 0)
+
+    def __iter__(self):  # one epoch of (normalised float images, labels) on the device
+        perm = torch.randperm(len(self.x), generator=self.gen)
+        seeds = torch.randint(2 ** 62, (self.steps,), generator=self.gen).tolist()
+        for i, seed in enumerate(seeds):
+            idx = perm[i * self.cfg.batch_size:(i + 1) * self.cfg.batch_size].to(self.dev)
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(seed)
+                draws = self.draw(len(idx))
+            yield self.apply(self.x[idx], *draws), self.y[idx]
+
+    def draw(self, B):
+        """Every random number of a batch of B images, on the CPU: flips (B,), one dict per chunk, Cutout centres."""
+        cfg = self.cfg
+        flip = torch.rand(B) < 0.5 if cfg.hflip else torch.zeros(B, dtype=torch.bool)
+        chunks = []
+        for _ in range(0, B, cfg.ra_chunk):  # a dict's values are made in the order written: the transforms' order
+            chunks.append({"crop": self.crop.make_params([self.one]) if cfg.crop_scale < 1 else None,
+                           "ops": [self.draw_op() for _ in range(cfg.ra_n)],
+                           "jitter": self.jitter.make_params([self.one]) if cfg.jitter > 0 else None,
+                           "erase": self.erase.make_params([self.one]) if cfg.reprob > 0 and torch.rand(1) < cfg.reprob
+                           else None})  # RandomErasing's coin, then its box (and noise)
+        H, W = self.one.shape[-2:]
+        centres = (torch.randint(H, (B, 1)), torch.randint(W, (B, 1))) if cfg.cutout > 0 else None
+        return flip, chunks, centres
+
+    def draw_op(self):  # one RandAugment op as T.RandAugment's forward draws it (T.RandomApply's coin first)
+        if self.cfg.ra_p < 1 and torch.rand(1) >= self.cfg.ra_p:
+            return None
+        op, magnitude, signed = self.ops[int(torch.randint(len(self.ops), ()))]
+        return op, -magnitude if signed and torch.rand(()) <= 0.5 else magnitude
+
+    def apply(self, x, flip, chunks, centres):
+        """uint8 (B, 3, H, W) on the device -> normalised float, the draws applied in torchvision's order: flip, crop,
+        RandAugment, jitter, normalise, erase, Cutout. One kernel call per crop box and per (op, magnitude)."""
+        cfg, B, (H, W) = self.cfg, len(x), x.shape[-2:]
+        x = torch.where(flip.to(self.dev)[:, None, None, None], x.flip(-1), x)
+        per_image = [d for d in chunks for _ in range(cfg.ra_chunk)][:B]
+        if cfg.crop_scale < 1:
+            for box, n in groups(tuple(d["crop"].items()) for d in per_image):
+                x[n] = self.crop.transform(x[n], dict(box))
+        for layer in range(cfg.ra_n):
+            for op, n in groups(d["ops"][layer] for d in per_image):
+                if op is not None:  # torchvision's one call that applies an op (private: tested bit for bit)
+                    x[n] = self.ra._apply_image_or_video_transform(x[n], *op, self.ra.interpolation, self.ra._fill)
+        if cfg.jitter > 0:
+            x = jitter_batch(x, [d["jitter"] for d in per_image])
+        x = (x.float() / 255.0 - self.mean) / self.std
+        for n, e in [(n, d["erase"]) for n, d in enumerate(per_image) if d["erase"] is not None]:
+            if e["v"] is not None:  # RandomErasing's box, filled with 0 or N(0, 1) noise (None: no box fitted)
+                x[n, :, e["i"]:e["i"] + e["h"], e["j"]:e["j"] + e["w"]] = e["v"].to(self.dev)
+        if centres is not None:  # DeVries & Taylor 2017: zero (the mean) a square clipped at the border
+            top, left = (c.to(self.dev) - cfg.cutout // 2 for c in centres)
+            ys, xs = torch.arange(H, device=self.dev), torch.arange(W, device=self.dev)
+            inside = ((ys >= top) & (ys < top + cfg.cutout))[:, :, None] & ((xs >= left) & (xs < left + cfg.cutout))[:, None]
+            x = x.masked_fill(inside[:, None], 0.0)  # (B, 1, H, W)
+        return x
+
+
+def groups(keys):
+    """[(key, the positions that hold it)], for one kernel call per distinct draw."""
+    found = {}
+    for n, key in enumerate(keys):
+        found.setdefault(key, []).append(n)
+    return [(key, torch.tensor(n)) for key, n in found.items()]
+
+
+def jitter_batch(x, params):
+    """T.ColorJitter's transform with factors per image, uint8 in and out. Brightness, contrast and saturation blend
+    each image with black, its grey mean or its grey: torchvision's _blend, x r + other (1 - r) rounded once."""
+    for order, n in groups(tuple(p["fn_idx"].tolist()) for p in params):
+        y = x[n]
+        for fn in (fn for fn in order if fn < 3):  # fn_idx: 0 brightness, 1 contrast, 2 saturation, 3 hue (not drawn)
+            name = ("brightness", "contrast", "saturation")[fn] + "_factor"
+            r = torch.tensor([params[i][name] for i in n.tolist()], dtype=torch.float64)[:, None, None, None].to(x.device)
+            grey = y[:, 0].mul(0.2989).add_(y[:, 1], alpha=0.587).add_(y[:, 2], alpha=0.114).unsqueeze(1).floor_()  # ITU-R 601-2
+            other = (torch.zeros((), device=x.device), grey.mean(dim=(1, 2, 3), keepdim=True), grey)[fn]
+            y = torch.addcmul(y.mul(r.float()), other, (1 - r).float()).clamp_(0, 255).to(torch.uint8)
+        x[n] = y
     return x
-
-
-class TrainBatches(torch.utils.data.Dataset):
-    """Item (indices, seed): those training images, augmented with torch's RNG seeded with `seed`, and their
-    labels. A batch is the same bits whichever process makes it, and the caller's RNG is left as it was."""
-
-    def __init__(self, x, y, cfg, mean_std):
-        self.x, self.y, self.cfg, self.mean_std = x, y, cfg, norm_stats(mean_std, "cpu")
-
-    def __getitem__(self, item):
-        idx, seed = item
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            return augment(self.x[idx], self.cfg, *self.mean_std), self.y[idx]
-
-
-def train_loader(train_x, train_y, cfg, mean_std, dev):
-    """A DataLoader over TrainBatches, made by cfg.workers in the order of the list it returns (start_epoch's)."""
-    workers = cfg.workers
-    if workers < 0:
-        workers = min(16, os.cpu_count() - 1) if dev.type == "cuda" else 1
-    order = []
-    loader = torch.utils.data.DataLoader(TrainBatches(train_x, train_y, cfg, mean_std), batch_size=None,
-                                         sampler=order, num_workers=workers, pin_memory=dev.type == "cuda",
-                                         persistent_workers=workers > 0, prefetch_factor=4 if workers else None,
-                                         generator=torch.Generator())  # its unused worker seeds: not torch's RNG
-    return loader, order
-
-
-def start_epoch(loader, order, gen, batch_size, steps):
-    """The next epoch: a permutation and a seed per batch from gen, into the loader's order. Returns its iterator."""
-    perm = torch.randperm(len(loader.dataset.x), generator=gen)
-    seeds = torch.randint(2 ** 62, (steps,), generator=gen).tolist()
-    order[:] = [(perm[i * batch_size:(i + 1) * batch_size], seeds[i]) for i in range(steps)]
-    return iter(loader)
 
 
 def resize(x, size):
@@ -562,25 +598,22 @@ def train(model, data, mean_std, cfg, dev, amp, ckpt=None):
     normalised by mean_std; evaluates and checkpoints every epoch. Returns the history, or None after --stop_epoch."""
     train_x, train_y, test_x, test_y = data
     train_x, train_y = train_x[:cfg.train_subset or None], train_y[:cfg.train_subset or None]  # 0: all
-    steps = len(train_x) // cfg.batch_size  # per epoch; the last partial batch is dropped (fixed shapes)
-    if steps < 1:
+    if len(train_x) < cfg.batch_size:
         raise SystemExit(f"error: {len(train_x):,} training images but batch_size {cfg.batch_size}: lower --batch_size")
     opt = make_optimizer(model, cfg.lr, cfg.weight_decay, dev, cfg.decay_all, cfg.adam_eps)
     gen = torch.Generator().manual_seed(cfg.seed)  # the data order and each batch's augmentation seed
     state = restore(ckpt, opt, gen, dev) if ckpt is not None else {"history": []}
     history = state["history"]
     net = torch.compile(model) if cfg.compile == "true" or (cfg.compile == "auto" and dev.type == "cuda") else model
-    loader, order = train_loader(train_x, train_y, cfg, mean_std, dev)
-    test_stats = norm_stats(mean_std, dev)
+    loader = TrainLoader(train_x, train_y, cfg, mean_std, dev, gen)
+    test_stats, steps = norm_stats(mean_std, dev), loader.steps
     step = first_step = len(history) * steps
     progress = Progress(cfg.epochs * steps, cfg.batch_size, "img", step)
-    batches = start_epoch(loader, order, gen, cfg.batch_size, steps)
     for epoch in range(len(history) + 1, cfg.epochs + 1):
         t0 = time.perf_counter()
         sums = torch.zeros(2, 3, device=dev)  # (this epoch, this log interval) x (loss * n, correct, n)
-        for i, (xb, yb) in enumerate(batches):
-            xb = resize(xb.to(dev, non_blocking=True), model.config.image_size)
-            yb = yb.to(dev, non_blocking=True)
+        for i, (xb, yb) in enumerate(loader):
+            xb = resize(xb, model.config.image_size)
             if step == first_step:  # the run's cost, timed on slices of its first batch
                 progress.estimate(lambda n: forward_backward(model, xb[:n], yb[:n], amp)[0], model, len(xb), steps)
             lr = get_lr(step, cfg.epochs * steps, cfg)
@@ -601,9 +634,6 @@ def train(model, data, mean_std, cfg, dev, amp, ckpt=None):
                                f"acc {100 * hits / n:.1f} | lr {lr:.1e}", step)
                 sums[1] = 0
         loss_sum, hits, n = sums[0].tolist()
-        data_rng = gen.get_state()  # for the checkpoint: before the next epoch's draws
-        if epoch not in (cfg.epochs, cfg.stop_epoch):  # the workers make its first batches during the evaluation
-            batches = start_epoch(loader, order, gen, cfg.batch_size, steps)
         test_loss, test_acc = evaluate(model, test_x, test_y, *test_stats, cfg.eval_batch_size, amp)
         if not math.isfinite(test_loss):  # never checkpoint weights that evaluate to NaN
             raise SystemExit(f"error: the test loss is not finite after epoch {epoch}; the last good checkpoint, if "
@@ -613,7 +643,7 @@ def train(model, data, mean_std, cfg, dev, amp, ckpt=None):
                         "test_acc": test_acc, "elapsed_s": elapsed})
         progress.print(f"epoch {epoch}/{cfg.epochs} | train loss {loss_sum / n:.4f} | test loss {test_loss:.4f} | "
                        f"test acc {test_acc:.2f} | {elapsed / 60:.1f} min")
-        save_checkpoint(cfg, model, opt, data_rng, state, dev)
+        save_checkpoint(cfg, model, opt, gen.get_state(), state, dev)
         if epoch == cfg.stop_epoch and epoch < cfg.epochs:
             print(f"stopping after epoch {epoch} (--stop_epoch); continue with --resume=True")
             return None
@@ -637,7 +667,7 @@ def main(argv=None):
     print(f"model: {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters, "
           f"{model.config.num_tokens} tokens, {hardware(dev)}, {prec}")
 
-    data = (train_x, train_y, test_x.to(dev), test_y.to(dev))  # the training set stays with the augmenting workers
+    data = (train_x, train_y, test_x.to(dev), test_y.to(dev))  # TrainLoader moves the training set
     history = train(model, data, MEAN_STD[cfg.dataset], cfg, dev, amp, ckpt)
     if history is None:  # stopped by --stop_epoch
         return None
@@ -654,10 +684,10 @@ CHOICES = {"init": INITS, "dataset": tuple(DATASETS), "pos_emb": ("sinusoidal", 
            "compile": ("auto", "true", "false"), "erase_fill": ("zero", "noise")}
 RANGES = {**dict.fromkeys(("width", "depth", "heads", "patch_size", "mlp_ratio", "ra_chunk", "epochs", "batch_size",
                            "eval_batch_size", "log_interval"), (1, math.inf)), "ra_m": (0, 30), "crop_scale": (0, 1),
-          "reprob": (0, 1), "ra_p": (0, 1), "label_smoothing": (0, 1), "workers": (-1, math.inf)}  # every other number: 0 or more
+          "reprob": (0, 1), "ra_p": (0, 1), "label_smoothing": (0, 1)}  # every other number: 0 or more
 BOOLS = {"true": True, "1": True, "false": False, "0": False}
 RESUME_FREE = {"resume", "stop_epoch", "compile", "device", "eval_batch_size", "log_interval", "data_dir", "out_dir",
-               "workers"}
+               "workers"}  # workers: augmenting processes, retired with TrainLoader (the batches never depended on it)
 
 
 def parse_config(argv):

@@ -5,9 +5,9 @@ Throughput of mimetic_vit.py's training step, to estimate how long the paper's r
 Measures, after 5 warm-up steps (torch.compile and allocation happen there), 20 timed training steps on
 synthetic input: forward, the fp32 cross-entropy, backward, gradient clipping and the AdamW step, as
 mimetic_vit.train() does them (same optimizer, precision and compile choice): the model step. Then the
-augmentation alone on random uint8 32x32 images (mimetic_vit.TrainBatches), on one CPU core in this process
-and through train()'s loader with --workers processes; then the whole step, loader and model, as train()
-runs it; then what train() does between two epochs (a test pass over 10,000 images, eager and, if compiled,
+augmentation alone on random uint8 32x32 images: mimetic_vit.TrainLoader's draws on one CPU core, and the
+loader's batches (draws, then applied on the device) after 5 of them; then the whole step, loader and model,
+as train() runs it; then what train() does between two epochs (a test pass over 10,000 images, eager and, if compiled,
 compiled; a checkpoint write), beside an epoch at the whole step's rate. The last line is
 
     benchmark: N img/s | X TFLOP/s (model matmuls) | <hardware> | <precision> | compile <bool> | width .. batch ..
@@ -44,6 +44,12 @@ def train_flops_per_image(c):
     return 3 * (c.depth * per_layer + 2 * d * c.num_classes) + 2 * patches
 
 
+def endless(loader):
+    """The loader's batches, epoch after epoch."""
+    while True:
+        yield from loader
+
+
 def seconds_per_call(fn, sync, steps=20, warmup=5):
     """Seconds per call of fn() after warmup calls (compilation and allocation happen there)."""
     for _ in range(warmup):
@@ -65,7 +71,7 @@ def main(argv=None):
     print(f"model: {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters, {c.num_tokens} tokens")
     compiled = cfg.compile == "true" or (cfg.compile == "auto" and dev.type == "cuda")  # as mimetic_vit.train() decides
     net = torch.compile(model) if compiled else model
-    opt = mv.make_optimizer(model, cfg.lr, cfg.weight_decay, dev, cfg.decay_all)
+    opt = mv.make_optimizer(model, cfg.lr, cfg.weight_decay, dev, cfg.decay_all, cfg.adam_eps)
     x = torch.randn(cfg.batch_size, 3, c.image_size, c.image_size, device=dev)
     y = torch.randint(c.num_classes, (cfg.batch_size,), device=dev)
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
@@ -84,34 +90,26 @@ def main(argv=None):
 
     images = torch.randint(256, (8 * cfg.batch_size, 3, 32, 32), dtype=torch.uint8)
     labels = torch.randint(c.num_classes, (len(images),))
-    batches = mv.TrainBatches(images, labels, cfg, mv.MEAN_STD[cfg.dataset])
+    loader = mv.TrainLoader(images, labels, cfg, mv.MEAN_STD[cfg.dataset], dev, torch.Generator().manual_seed(0))
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
-    core_ips = cfg.batch_size / seconds_per_call(lambda: batches[(torch.randperm(len(images))[:cfg.batch_size], 0)],
-                                                 lambda: None, steps=5, warmup=1)
+    draw_ips = cfg.batch_size / seconds_per_call(lambda: loader.draw(cfg.batch_size), lambda: None, steps=10, warmup=2)
     torch.set_num_threads(threads)
-    loader, order = mv.train_loader(images, labels, cfg, mv.MEAN_STD[cfg.dataset], dev)
-    order[:] = [(torch.randperm(len(images))[:cfg.batch_size], i) for i in range(30)]
-    t0 = time.perf_counter()
-    for i, (xb, _) in enumerate(loader):
-        if i == 5:  # the workers are up and their queues full: time the rest
-            t0 = time.perf_counter()
-    loader_ips = 25 * cfg.batch_size / (time.perf_counter() - t0)
-    print(f"augmentation alone: {core_ips:.0f} img/s on one CPU core, {loader_ips:.0f} img/s from the loader "
-          f"({loader.num_workers} workers)")
+    batches = endless(loader)
+    loader_ips = cfg.batch_size / seconds_per_call(lambda: next(batches), sync)  # steady state: after 5 batches
+    print(f"augmentation alone: draws {draw_ips:.0f} img/s on one CPU core; the loader (draws, then applied on "
+          f"{dev.type}) {loader_ips:.0f} img/s")
 
-    def whole():  # as train() runs a step: the loader's next batch to the device, resized, then the model step
+    def whole():  # as train() runs a step: the loader's next batch, resized, then the model step
         nonlocal x, y
-        x, y = next(batch_iter)
-        x, y = mv.resize(x.to(dev, non_blocking=True), c.image_size), y.to(dev, non_blocking=True)
+        x, y = next(batches)
+        x = mv.resize(x, c.image_size)
         step()
 
-    order[:] = [(torch.randperm(len(images))[:cfg.batch_size], i) for i in range(25)]
-    batch_iter = iter(loader)
     whole_ips = cfg.batch_size / seconds_per_call(whole, sync)
     print(f"whole step: {whole_ips:.0f} img/s, {100 * whole_ips / ips:.0f}% of the model step")
 
-    # between two epochs train() runs a test pass and writes a checkpoint; the workers make the next batches meanwhile
+    # between two epochs train() runs a test pass and writes a checkpoint
     test_x = torch.randint(256, (TEST_IMAGES, 3, 32, 32), dtype=torch.uint8, device=dev)
     test_y = torch.randint(c.num_classes, (len(test_x),), device=dev)
     stats = mv.norm_stats(mv.MEAN_STD[cfg.dataset], dev)

@@ -1,7 +1,7 @@
 """Each bug below, put into a scratch copy of the repository, must fail the test that guards it: a CPU tensor in
 device work (the first GPU step's crash), a checkpoint error that quotes torch's message raw, a missing attention
-init, training-loop bugs (labels, clipping, zero_grad, the plateau factor, the learning rate), and the schedule,
-per-image augmentation and epoch-start bugs. Run from the repository root:
+init, training-loop bugs (labels, clipping, zero_grad, the plateau factor, the learning rate), the schedule, and
+the loader's bugs (a draw moved, shared or leaked; a rounding; the data stream in the checkpoint). Run from the repository root:
 
     python results/scripts/mutation_check.py > results/cpu-mutation-check/log.txt
 """
@@ -21,14 +21,11 @@ LR = ("            lr = get_lr(step, cfg.epochs * steps, cfg)\n            for g
       "                group[\"lr\"] = lr\n")
 LR_LATE = ("            lr = get_lr(step, cfg.epochs * steps, cfg)\n            if step == first_step:\n"
            "                for group in opt.param_groups:\n                    group[\"lr\"] = lr\n")
-SEEDED = ("        with torch.random.fork_rng(devices=[]):\n            torch.manual_seed(seed)\n"
-          "            return augment(")
-NEXT = ("            batches = start_epoch(loader, order, gen, cfg.batch_size, steps)\n"
-        "        test_loss, test_acc = evaluate(model, test_x, test_y, *test_stats, cfg.eval_batch_size, amp)\n")
-NEXT_LATE = ("            pass\n        test_loss, test_acc = evaluate(model, test_x, test_y, *test_stats, cfg.eval_batch_size, "
-             "amp)\n        if epoch not in (cfg.epochs, cfg.stop_epoch):\n"
-             "            batches = start_epoch(loader, order, gen, cfg.batch_size, steps)\n")
-SEEDED_LEAK = "        if True:\n            torch.manual_seed(seed)\n            return augment("
+SEEDED = ("            with torch.random.fork_rng(devices=[]):\n                torch.manual_seed(seed)\n"
+          "                draws = self.draw(")
+SEEDED_LEAK = "            if True:\n                torch.manual_seed(seed)\n                draws = self.draw("
+DRAW_ORDER = ('"ops": [self.draw_op() for _ in range(cfg.ra_n)],\n'
+              '                           "jitter": self.jitter.make_params([self.one]) if cfg.jitter > 0 else None,')
 MUTS = [  # (name, file, old, new, the tests that must fail: pytest -k)
     ("ViT device mix put back (85533dc's crash)", "mimetic_vit.py", "n = torch.full((), len(yb), device=dev)",
      "n = torch.tensor(len(yb))", "vit_trains_on_a_stand_in"),
@@ -38,8 +35,8 @@ MUTS = [  # (name, file, old, new, the tests that must fail: pytest -k)
      "main_trains_the_model_with"),
     ("LM build_model skips the attention init", "mimetic_lm.py", INIT, "    return model",
      "main_trains_the_model_with"),
-    ("ViT labels not shuffled with images", "mimetic_vit.py", "*self.mean_std), self.y[idx]",
-     "*self.mean_std), self.y[:len(idx)]", "own_label"),
+    ("ViT labels not shuffled with images", "mimetic_vit.py", "self.apply(self.x[idx], *draws), self.y[idx]",
+     "self.apply(self.x[idx], *draws), self.y[:len(idx)]", "own_label"),
     ("ViT clipping skipped", "mimetic_vit.py", CLIP, CLIP.replace("cfg.grad_clip > 0", "False"), "clipped"),
     ("LM clipping skipped", "mimetic_lm.py", CLIP, CLIP.replace("cfg.grad_clip > 0", "False"), "clipped"),
     ("ViT zero_grad dropped", "mimetic_vit.py", STEP, "            opt.step()", "zeroed"),
@@ -52,17 +49,18 @@ MUTS = [  # (name, file, old, new, the tests that must fail: pytest -k)
      "the_rate_is_set"),
     ("ViT onecycle falls at 75%, not 80%", "mimetic_vit.py", "(0.8, cfg.lr / 20)", "(0.75, cfg.lr / 20)",
      "onecycle"),
-    ("ViT augmentation drawn once per batch", "mimetic_vit.py", "for chunk in x.split(cfg.ra_chunk):",
-     "for chunk in x.split(len(x)):", "drawn_per_image or train_batches_draw"),
-    ("ViT batch seed leaks into the caller's RNG", "mimetic_vit.py", SEEDED, SEEDED_LEAK, "train_batches_draw"),
-    ("ViT batch depends on the worker", "mimetic_vit.py", "            torch.manual_seed(seed)",
-     "            torch.manual_seed(seed + getattr(torch.utils.data.get_worker_info(), 'id', 0))",
-     "any_number_of_workers"),
-    ("ViT next epoch started after the evaluation", "mimetic_vit.py", NEXT, NEXT_LATE, "next_epoch_before"),
-    ("ViT checkpoint holds the data stream after the draws", "mimetic_vit.py", "        save_checkpoint(cfg, model, opt, data_rng,",
-     "        save_checkpoint(cfg, model, opt, gen.get_state(),", "killed_between_epochs"),
-    ("ViT next epoch started after a --stop_epoch", "mimetic_vit.py", "if epoch not in (cfg.epochs, cfg.stop_epoch):",
-     "if epoch != cfg.epochs:", "next_epoch_before"),
+    ("ViT augmentation drawn once per batch", "mimetic_vit.py", "per_image = [d for d in chunks for _ in range(cfg.ra_chunk)][:B]",
+     "per_image = [chunks[0]] * B", "draws_per_image or bit_for_bit"),
+    ("ViT batch seed leaks into the caller's RNG", "mimetic_vit.py", SEEDED, SEEDED_LEAK, "bit_for_bit"),
+    ("ViT jitter drawn before RandAugment", "mimetic_vit.py", DRAW_ORDER,
+     '"jitter": self.jitter.make_params([self.one]) if cfg.jitter > 0 else None,\n'
+     '                           "ops": [self.draw_op() for _ in range(cfg.ra_n)],', "bit_for_bit"),
+    ("ViT jitter's blend rounded twice", "mimetic_vit.py", "torch.addcmul(y.mul(r.float()), other, (1 - r).float())",
+     "y.mul(r.float()).add_(other * (1 - r).float())", "bit_for_bit"),
+    ("ViT checkpoint holds the data stream of epoch 0", "mimetic_vit.py",
+     "save_checkpoint(cfg, model, opt, gen.get_state(), state, dev)",
+     "save_checkpoint(cfg, model, opt, torch.Generator().manual_seed(cfg.seed).get_state(), state, dev)",
+     "killed_between_epochs"),
 ]
 for name, f, old, new, k in MUTS:
     d = os.path.join(tempfile.mkdtemp(), "repo")

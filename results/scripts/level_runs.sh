@@ -5,7 +5,7 @@
 # model 15 epochs on make_pair.py's 5,085 lossless or JPEG images, tested on both test sets; the laptop recipe, seeds
 # 0-4; the impulse arm (extras/compare.py) and mimetic on learned embeddings, on those seeds; the laptop recipe on the
 # copy re-encoded at quality 50 and 30, seeds 0-2; depth 12, seeds 0-2; the proxy's candidates, then impulse on it,
-# seeds 0-2. A run cut off goes on from its checkpoint when this is run again:  bash results/scripts/level_runs.sh
+# seeds 0-2; --recipe=timm on the laptop recipe and --adam_eps=1e-3 at depth 12, seeds 0-2. A run cut off goes on from its checkpoint when this is run again:  bash results/scripts/level_runs.sh
 set -u
 cd "$(dirname "$0")/../.."
 export OMP_NUM_THREADS=1 PYTHONUNBUFFERED=1
@@ -41,6 +41,10 @@ jobs() {  # $1 the lane's arm, $2 the impulse seeds it also runs; each line: fol
         done
     done
     for s in $3; do echo "cpu-pair5kjpeg-w96d4h3p4-1k-e150-b64-impulse-seed$s|extras/compare.py --compare=impulse $PROXY --seed=$s"; done
+    for s in 0 1 2; do  # the level issue: the first author's timm flags on the laptop recipe; AdamW eps 1e-3 at depth 12
+        echo "cpu-cifar10jpeg-w96d4h3p4-50k-e2-timm-ARM-seed$s|mimetic_vit.py $LAPTOP --epochs=2 --recipe=timm --seed=$s"
+    done
+    for s in 0 1 2; do echo "cpu-cifar10jpeg-w96d12h3p4-50k-e4-eps1e-3-ARM-seed$s|mimetic_vit.py ${LAPTOP/depth=4/depth=12} --epochs=4 --adam_eps=1e-3 --seed=$s"; done
 }
 lane() {
     jobs "$1" "$2" "$3" | while IFS="|" read -r name args; do

@@ -169,20 +169,20 @@ def word_valid():
 
 GPU1, GPU3 = lt.GPU1, "results/gpu-h100-table1-authors-partial"  # Table 1's pair: recipe v1 (H200), authors' (H100)
 GPU4 = "results/gpu-h200-table1-authors100-partial"  # Table 1's pair on the default recipe (authors100), H200
+GPU_E1 = "results/gpu-h100-e1-timm-default"  # --recipe=timm, default init, 100 epochs, H100 (the level issue's E1)
 GPU_EPOCHS = (10, 20, 40, 49)
 
 
 def gpu_recipes():
     """Table 1's pair per epoch under each recipe, from the logs: accuracy, best epoch, lowest test loss, last fit."""
-    rows = []
-    for recipe, gpu, folder in (("authors100", "H200", GPU4), ("authors'", "H100", GPU3), ("v1", "H200", GPU1)):
-        for init in ("mimetic", "default"):
-            log = f"{folder}/log-{init}.txt"
-            e = epochs(log)
-            best, low, last = max(e, key=lambda n: e[n][1]), min(e, key=lambda n: e[n][3]), max(e)
-            rows.append([recipe, init, gpu] + [f"{e[n][1]:.2f}" for n in GPU_EPOCHS]
-                        + [f"{e[best][1]:.2f} ({best})", f"{e[low][3]:.3f} ({low})", last, f"{e[last][0]:.3f}",
-                           f"{e[last][3]:.3f}", f"[{e[last][1]:.2f}]({log})", f"{pace(log):.1f}", PAPER_T1[init]])
+    rows, runs = [], [(recipe, init, gpu, f"{folder}/log-{init}.txt") for recipe, gpu, folder in (
+        ("authors100", "H200", GPU4), ("authors'", "H100", GPU3), ("v1", "H200", GPU1)) for init in ("mimetic", "default")]
+    for recipe, init, gpu, log in [("timm", "default", "H100", f"{GPU_E1}/log.txt")] + runs:
+        e = epochs(log)
+        best, low, last = max(e, key=lambda n: e[n][1]), min(e, key=lambda n: e[n][3]), max(e)
+        rows.append([recipe, init, gpu] + [f"{e[n][1]:.2f}" for n in GPU_EPOCHS]
+                    + [f"{e[best][1]:.2f} ({best})", f"{e[low][3]:.3f} ({low})", last, f"{e[last][0]:.3f}",
+                       f"{e[last][3]:.3f}", f"[{e[last][1]:.2f}]({log})", f"{pace(log):.1f}", PAPER_T1[init]])
     return table(["recipe", "init", "GPU"] + [f"epoch {n}" for n in GPU_EPOCHS] + [
         "best (epoch)", "lowest test loss (epoch)", "last epoch", "train loss there", "test loss there",
         "test acc there", "s per epoch after the first", "paper, epoch 100"], rows)

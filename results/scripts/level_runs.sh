@@ -12,7 +12,7 @@ export OMP_NUM_THREADS=1 PYTHONUNBUFFERED=1
 [ -d data/cifar-10-batches-py ] || python ../shared/data/cifar10-jpeg/make_batches.py data
 [ -d data/pair5k/jpeg ] || python ../shared/data/cifar10-lossless-5k/make_pair.py data/pair5k
 for q in 50 30; do [ -d data/cifar10-q$q ] || python results/scripts/reencode_jpeg.py data $q; done
-LAPTOP="--width=96 --depth=4 --heads=3 --patch_size=4 --batch_size=128 --workers=0"
+LAPTOP="--width=96 --depth=4 --heads=3 --patch_size=4 --batch_size=128"
 laptop() {  # $1 the data's name in the folder, $2 its folder (empty: the program's default), $3 the seed
     echo "cpu-$1-w96d4h3p4-50k-e2-authors100-ARM-seed$3|mimetic_vit.py $LAPTOP --epochs=2 ${2:+--data_dir=$2 }--seed=$3"
 }

@@ -6,7 +6,8 @@ Measures, after 5 warm-up steps (torch.compile and allocation happen there), 20 
 synthetic input: forward, the fp32 cross-entropy, backward, gradient clipping and the AdamW step, as
 mimetic_vit.train() does them (same optimizer, precision and compile choice): the model step. Then the
 augmentation alone on random uint8 32x32 images: mimetic_vit.TrainLoader's draws on one CPU core, and the
-loader's batches (draws, then applied on the device) after 5 of them; then the whole step, loader and model,
+loader's batches (draws, then applied on the device) after 5 of them, and how far they are from the same draws
+applied on the CPU (bit for bit there: test_mimetic.py); then the whole step, loader and model,
 as train() runs it; then what train() does between two epochs (a test pass over 10,000 images, eager and, if compiled,
 compiled; a checkpoint write), beside an epoch at the whole step's rate. The last line is
 
@@ -99,6 +100,12 @@ def main(argv=None):
     loader_ips = cfg.batch_size / seconds_per_call(lambda: next(batches), sync)  # steady state: after 5 batches
     print(f"augmentation alone: draws {draw_ips:.0f} img/s on one CPU core; the loader (draws, then applied on "
           f"{dev.type}) {loader_ips:.0f} img/s")
+
+    same = [mv.TrainLoader(images, labels, cfg, mv.MEAN_STD[cfg.dataset], d, torch.Generator().manual_seed(1))
+            for d in (dev, torch.device("cpu"))]  # one epoch's draws applied on the device and on the CPU
+    diff = torch.cat([(a.cpu() - b).abs().flatten(1).amax(1) for (a, _), (b, _) in zip(*same)])
+    print(f"augmentation on {dev.type} against the CPU: {(diff > 0).sum()} of {len(diff)} images differ, by at most "
+          f"{diff.max():.2g} (normalised units)")
 
     def whole():  # as train() runs a step: the loader's next batch, resized, then the model step
         nonlocal x, y

@@ -1,19 +1,20 @@
 #!/bin/bash
 # ViT-Tiny runs on one GPU, all at once in the background, each trained model then tested on the 1,017 real CIFAR-10
-# test images and on their JPEG twins. From the repository root, with DATA (default .carry) holding copies of
-# ../shared/data's cifar10-jpeg/ and cifar10-lossless-5k/, and OUT for what comes back. SET picks the runs:
-#   screen  the default init under three augmentation recipes, 40 epochs each (results/gpu-h200-screen-e40-default/)
-#   pair    Table 1's pair on the default recipe, 100 epochs each (results/gpu-h200-table1-authors100-partial/)
-# One call each (a run outlives its call: setsid), SLEEP the seconds to wait: SET=pair bash results/scripts/gpu_runs.sh
-# bench (extras/bench_vit.py --batch_size=512 alone) | start (the data, the runs, their first lines) | look (their
-# last lines) | collect (their logs until they end, then each last checkpoint tested, into ...-<name>-evaluate.txt)
-# The pair in one lent session (15 min of device time, 10 a call; it needs about 13 of them on an H200: 30 s to start
-# the machine, 20 s of data, 7.3 s an epoch each with both at once, 1.4 min to epoch 7 with compiling; an H100 took
-# 8.5 s an epoch, 14.2 min: it does not fit), two calls back to back and nothing else, kind nvidia-h200, carry
-# [".carry"]:   SET=pair SLEEP=540 bash results/scripts/gpu_runs.sh start
-# then at once: SET=pair SLEEP=260 bash results/scripts/gpu_runs.sh collect
-# A shorter first call (the last try's was 120 s) leaves the second unable to wait for the end (600 s a call). If the
-# time runs out first, what collect copied every 15 s still comes back; the runs' results.json do not.
+# test images and on their JPEG twins. From the repository root; DATA (default .carry) holds the two data folders of
+# this project's offline copy, cifar10-jpeg/ (make_batches.py writes CIFAR-10's python layout from it) and
+# cifar10-lossless-5k/ (make_pair.py writes the real images and their JPEG twins); OUT is a folder for what to keep.
+# SET picks the runs (100 epochs each unless EPOCHS says otherwise):
+#   screen  the default init under three augmentation recipes, 40 epochs (results/gpu-h200-screen-e40-default/)
+#   pair    Table 1's pair on the default recipe (results/gpu-h200-table1-authors100-partial/: cut off at epoch 87-88)
+#   e1, e2  --recipe=timm, default init (results/gpu-h100-e1-timm-default/), mimetic init
+#   e3      --pos_emb=sincos2d on the default recipe, default init
+#   p4      Table 7's patch-4 ViT-Tiny, both inits, on the default recipe and on --recipe=timm
+# A step each (a run outlives its step: setsid), SLEEP the seconds to wait: SET=e1 bash results/scripts/gpu_runs.sh start
+# bench (extras/bench_vit.py --batch_size=512 alone: model step, loader, device against CPU, whole step, epoch ends)
+# | start (the data, the runs, their first lines) | look (their last lines) | collect (their logs until they end or
+# SLEEP runs out, then each last checkpoint tested, into ...-<name>-evaluate.txt; logs and results into OUT).
+# Times seen: one arm alone 100 epochs in 7.9 min on an H100 before TrainLoader (e1); the pair 7.3 s an epoch each on
+# an H200 and 8.5 on an H100, both at once, before it; the machine's start about 30 s, the data 20 s.
 set -u
 export PYTHONUNBUFFERED=1
 SET=${SET:-screen}
@@ -29,6 +30,8 @@ runs() {  # name|flags
         echo "timm-mimetic|--init=mimetic --recipe=timm --epochs=${EPOCHS:-100}"
     elif [ "$SET" = e3 ]; then  # 2-D sine-cosine position embeddings on today's recipe, default init
         echo "sincos2d-default|--init=default --pos_emb=sincos2d --epochs=${EPOCHS:-100}"
+    elif [ "$SET" = p4 ]; then  # Table 7's patch-4 row (paper 88.43 -> 90.47): today's recipe and timm's, per init
+        for i in default mimetic; do for r in authors100 timm; do echo "p4-$r-$i|--init=$i --patch_size=4 --recipe=$r --epochs=${EPOCHS:-100}"; done; done
     else  # train.py's defaults (the default until the screen); the authors' 100-epoch augmentation (the default
         # since); the paper's words ("RandAugment and Cutout") at magnitude 14
         local e="--init=default --epochs=${EPOCHS:-40}"
@@ -40,7 +43,8 @@ runs() {  # name|flags
 case "$1" in
 bench)
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
-    python3 extras/bench_vit.py --batch_size=512 2>&1 | tee $OUT/bench-vit-b512-alone.txt | tail -n 4
+    python3 extras/bench_vit.py --batch_size=512 2>&1 | tee $OUT/bench-vit-b512-alone.txt | tail -n 6
+    python3 results/scripts/sdpa_backends.py > $OUT/sdpa-backends.txt
     ;;
 start)
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv

@@ -60,7 +60,7 @@ small_emb = False         # SmallInitEmb (not in the paper; BlinkDL): a tiny tok
 init = "mimetic"          # mimetic | default | qk, vo (Table 2: only W_Q, W_K / only W_V, W_proj) | simple (Sec. 4)
 alpha1 = 0.0              # a1: noise weight in W_Q W_K^T ~ a1 Z1 + b1 I (eq 1); 0 makes eq 5's SVD that of b1 I
 beta1 = 0.5               # b1: identity weight in eq 1
-alpha2 = 0.2              # a2: noise weight in W_V W_proj ~ a2 Z2 - b2 I (eq 2)
+alpha2 = 0.2              # a2: noise weight in W_V W_proj^T ~ a2 Z2 - b2 I (eq 2)
 beta2 = 0.2               # b2: identity weight in eq 2
 vo_sign = -1              # sign of the identity in eq 2; +1: Table 2's "W_V W_proj ~ +cI" ablation
 # data
@@ -241,30 +241,27 @@ def mimetic_init_(qkv_weight, proj_weight, num_heads, alpha1=0.0, beta1=0.5, alp
                   generator=None, vo_sign=-1, init_qk=True, init_vo=True):
     """Mimetic init (Trockman & Kolter 2023, Sec. 4) of one self-attention layer, in place.
 
-    | product, as the layer applies it  | target                                       | eqs        |
-    |-----------------------------------|----------------------------------------------|------------|
-    | W_V W_proj (d x d, one per layer) | a2 Z2 - b2 I, exactly (up to float rounding) | 2, 3, 4    |
-    | W_Q^h W_K^h^T (d x d, per head h) | best rank-k approximation of a1 Z1^h + b1 I  | 1, 5, 6, 7 |
+    | product, as the layer applies it    | target                                       | eqs        |
+    |-------------------------------------|----------------------------------------------|------------|
+    | W_V W_proj^T (d x d, one per layer) | a2 Z2 - b2 I, exactly (up to float rounding) | 2, 3, 4    |
+    | W_Q^h W_K^h^T (d x d, per head h)   | best rank-k approximation of a1 Z1^h + b1 I  | 1, 5, 6, 7 |
 
-    Z1^h (afresh for every head) and Z2 have i.i.d. N(0, 1/d) entries, as the paper says for both. The rank-k
-    truncation (Eckart-Young) weakens the diagonal: mean about 0.39, not 0.7, for a1 = b1 = 0.7 and k = d/3.
+    W_proj is eq 4's matrix and the layer applies W_V W_proj^T, the product eq 2 prints (Sec. 3 and eq 11 write
+    W_V W_proj for the same product). Z1^h (afresh for every head) and Z2 have i.i.d. N(0, 1/d) entries. The
+    rank-k truncation (Eckart-Young) weakens the diagonal: mean about 0.39, not 0.7, for a1 = b1 = 0.7, k = d/3.
 
-    qkv_weight: (3d, d), the weight of a fused nn.Linear(d, 3d): rows q, then k, then v, each head a contiguous
-        block of k = d / num_heads rows (timm `qkv`, nanoGPT `c_attn`, nn.MultiheadAttention `in_proj_weight`;
-        other layouts: "Use it in your own model" in the mimetic project's README). proj_weight: (d, d), the
-        weight of the output nn.Linear(d, d).
-    nn.Linear computes x @ weight.T, so in the paper's row-vector notation (q = x W_Q) the q rows of head h
-    hold (W_Q^h)^T, the v rows hold W_V^T, and proj_weight holds eq 4's W_proj.
-    vo_sign=+1 targets a2 Z2 + b2 I (Table 2, "W_V W_proj ~ +cI"); init_qk / init_vo = False leaves those
-    weights as they are (Table 2, "init only W_V, W_proj" / "only W_Q, W_K"). Biases are not touched (the
-    paper speaks only of weights). The draws are Z1 of head 0, 1, ..., then Z2, whatever is initialised;
-    noise and SVDs are float64 on the generator's device, then cast to the weights' dtype."""
+    qkv_weight: (3d, d), a fused nn.Linear(d, 3d)'s weight: rows q, k, v, each head a block of k = d / num_heads
+        rows (timm `qkv`, nanoGPT `c_attn`, nn.MultiheadAttention `in_proj_weight`; other layouts: "Use it in
+        your own model" in mimetic's README). nn.Linear computes x @ weight.T, so in the paper's row-vector
+        notation (q = x W_Q) the q rows of head h hold (W_Q^h)^T and the v rows W_V^T.
+    proj_weight: (d, d), the output nn.Linear's weight: eq 4's W_proj.
+    vo_sign=+1 targets a2 Z2 + b2 I (Table 2, "+cI"); init_qk / init_vo = False leaves those weights as they are
+    (Table 2's "init only" rows). Biases are untouched. The draws are Z1 of head 0, 1, ..., then Z2, whatever is
+    initialised; noise and SVDs are float64 on the generator's device, then cast to the weights' dtype."""
     d = proj_weight.shape[0]
     if proj_weight.shape != (d, d) or qkv_weight.shape != (3 * d, d):
-        raise ValueError(f"expected qkv_weight (3d, d) and proj_weight (d, d) in nn.Linear's (out, in) layout, "
-                         f"rows q, k, v; got {tuple(qkv_weight.shape)} and {tuple(proj_weight.shape)}. For a "
-                         f"transposed (Conv1D) or split q/k/v layout see 'Use it in your own model' in the README "
-                         f"of mimetic (Trockman & Kolter 2023, reimplemented)")
+        raise ValueError(f"expected qkv_weight (3d, d) and proj_weight (d, d), rows q, k, v; got {tuple(qkv_weight.shape)} "
+                         f"and {tuple(proj_weight.shape)}: other layouts, 'Use it in your own model' in mimetic's README")
     if d % num_heads != 0:
         raise ValueError(f"width {d} is not divisible by num_heads {num_heads}")
     for name, value in (("alpha1", alpha1), ("beta1", beta1), ("alpha2", alpha2), ("beta2", beta2)):
@@ -286,7 +283,7 @@ def mimetic_init_(qkv_weight, proj_weight, num_heads, alpha1=0.0, beta1=0.5, alp
         W_V = U * S.sqrt()                                     # eq 4: W_V = U S^(1/2) (print: U S, a typo)
         W_proj = Vh.T * S.sqrt()                               # eq 4: W_proj = V S^(1/2), so W_V W_proj^T = U S V^T
         qkv_weight[2 * d:] = W_V.T                             # v rows hold W_V^T
-        proj_weight.copy_(W_proj)                              # the layer applies x W_V W_proj^T: eq 2's product
+        proj_weight.copy_(W_proj)                              # the layer applies x W_V W_proj^T
     # query/key, eqs 1 and 5-7 (printed with index 2)
     if init_qk:
         for h in range(num_heads):
@@ -496,8 +493,9 @@ def evaluate(model, data, seq_len, stride, batch, amp, rank=0, world=1):
 
 def make_optimizer(model, lr, weight_decay, dev):
     """AdamW; weight decay on matrices only (our choice, as nanoGPT), the tied embedding counted once."""
-    groups = [{"params": [p for p in model.parameters() if p.dim() >= 2], "weight_decay": weight_decay},
-              {"params": [p for p in model.parameters() if p.dim() < 2], "weight_decay": 0.0}]
+    decay = {n for n, p in model.named_parameters() if p.dim() >= 2}  # named_parameters lists a tied weight once
+    groups = [{"params": [p for n, p in model.named_parameters() if n in decay], "weight_decay": weight_decay},
+              {"params": [p for n, p in model.named_parameters() if n not in decay], "weight_decay": 0.0}]
     return torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.999), fused=dev.type == "cuda")
 
 
@@ -559,7 +557,7 @@ def train(model, data, cfg, dev, amp, ckpt=None, rank=0, world=1):
     progress = Progress(cfg.epochs * steps, cfg.batch_size * cfg.seq_len, "tok", step)
     for epoch in range(len(history) + 1, cfg.epochs + 1):
         t0 = time.perf_counter()
-        losses = torch.zeros(steps, device=dev)  # this epoch's losses, read only at log lines
+        running = torch.zeros(steps, device=dev)  # this epoch's step losses, read only at log lines
         for i, (x, y) in enumerate(batches(train_ids, cfg.seq_len, cfg.batch_size, gen, rank, world)):
             if step == first_step:  # the run's cost, timed on slices of its first batch
                 progress.estimate(lambda n: forward_backward(model, x[:n], y[:n], amp)[0], model, len(x), steps)
@@ -572,10 +570,10 @@ def train(model, data, cfg, dev, amp, ckpt=None, rank=0, world=1):
             opt.step()
             opt.zero_grad(set_to_none=True)
             step += 1
-            losses[i] = loss.detach()
+            running[i] = loss.detach()
             progress.update(step, loss)
             if step % cfg.log_interval == 0 or i == steps - 1:  # loss: the last log_interval steps
-                recent = mean_over_ranks(losses[max(0, i + 1 - cfg.log_interval):i + 1], world)
+                recent = mean_over_ranks(running[max(0, i + 1 - cfg.log_interval):i + 1], world)
                 progress.print(f"step {step}/{cfg.epochs * steps} | epoch {epoch} | loss {recent:.4f} | "
                                f"{'%s %.3f' % metric(recent, level)} | lr {lr:.1e}", step)
         val_loss = evaluate(model, ids["valid"], cfg.seq_len, cfg.eval_stride, cfg.eval_batch_size, amp, rank, world)
@@ -585,7 +583,7 @@ def train(model, data, cfg, dev, amp, ckpt=None, rank=0, world=1):
         state["lr_scale"] *= plateau_factor(history, val_loss, cfg, level)
         elapsed = round((history[-1]["elapsed_s"] if history else 0.0) + time.perf_counter() - t0, 3)  # ms: not 0
         name, value = metric(val_loss, level)
-        history.append({"epoch": epoch, "train_loss": mean_over_ranks(losses, world), "val_loss": val_loss,
+        history.append({"epoch": epoch, "train_loss": mean_over_ranks(running, world), "val_loss": val_loss,
                         f"val_{name}": value, "lr": get_lr(step - 1, cfg.epochs * steps, cfg, state["lr_scale"]),
                         "elapsed_s": elapsed})
         improved = val_loss < state["best_val"]
@@ -668,7 +666,8 @@ def parse_config(argv):
         raise SystemExit(0)
     defaults = {k: globals()[k] for k in config_keys}
     given = parse_args(argv, defaults)
-    cfg = SimpleNamespace(**{**defaults, **PRESETS.get(given.get("dataset", defaults["dataset"]), {}), **given})
+    preset = PRESETS.get(given.get("dataset", defaults["dataset"]), {})  # an unknown name: CHOICES says so below
+    cfg = SimpleNamespace(**{**defaults, **preset, **given})  # a key given wins over its preset's, that over the default
     for key, value in vars(cfg).items():  # one of its CHOICES, else a number within its RANGES (else 0 or more)
         low, high = RANGES.get(key, (0, math.inf))
         if key in CHOICES and value not in CHOICES[key]:
@@ -828,13 +827,13 @@ class Progress:
         self.total, self.per_step, self.unit, self.start = total_steps, per_step, unit, (step, time.perf_counter())
         self.tty, self.shown = sys.stdout.isatty(), 0.0
 
-    def estimate(self, forward_backward, model, batch, steps):  # forward_backward(n): the first n items; steps/epoch
+    def estimate(self, loss_of_first, model, batch, steps):  # loss_of_first(n): the first n items' step; steps/epoch
         dev = next(model.parameters()).device
         with torch.random.fork_rng(devices=[dev] if dev.type == "cuda" else []):  # dropout draws as without it
-            forward_backward(max(1, batch >> 6))  # untimed: the first call pays one-time costs
+            loss_of_first(max(1, batch >> 6))  # untimed: the first call pays one-time costs
             for n in [batch >> i for i in range(6, -1, -1) if batch >> i]:  # 1/64 of the batch, 1/32, ..., all
                 t = time.perf_counter()
-                forward_backward(n).item()  # .item() waits for the device
+                loss_of_first(n).item()  # .item() waits for the device
                 if (seconds := time.perf_counter() - t) >= 1.0:  # long enough to time well
                     break
         model.zero_grad(set_to_none=True)  # training starts without the timing's gradients

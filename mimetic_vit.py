@@ -44,14 +44,14 @@ depth = 12                # number of Transformer blocks
 heads = 3                 # attention heads; head dimension k = width / heads
 patch_size = 2            # patch side in pixels: 256 patches of a 32x32 image, and a class token
 mlp_ratio = 4             # MLP hidden width = mlp_ratio * width (the standard ViT value)
-pos_emb = "sinusoidal"    # sinusoidal (Sec. 5.1) | learned (Table 2 "random pos. embeddings") | sincos2d (row, column)
+pos_emb = "sinusoidal"    # sinusoidal (Sec. 5.1) | learned (Table 2's "random") | sincos2d (rows, columns)
 pos_scale = 1.0           # g, scales the position embeddings (Fig. 4); 1 = standard (our choice)
 pos_trainable = True      # train the position embeddings (our choice, as timm); False keeps them fixed
 # init (Sec. 4; Sec. 5.1 uses a1 = b1 = 0.7, a2 = b2 = 0.4 for all vision experiments)
 init = "mimetic"          # mimetic | default | qk, vo (Table 2: only W_Q, W_K / only W_V, W_proj) | simple (Sec. 4)
 alpha1 = 0.7              # a1: noise weight in W_Q W_K^T ~ a1 Z1 + b1 I (eq 1)
 beta1 = 0.7               # b1: identity weight in eq 1
-alpha2 = 0.4              # a2: noise weight in W_V W_proj ~ a2 Z2 - b2 I (eq 2)
+alpha2 = 0.4              # a2: noise weight in W_V W_proj^T ~ a2 Z2 - b2 I (eq 2)
 beta2 = 0.4               # b2: identity weight in eq 2
 vo_sign = -1              # sign of the identity in eq 2; +1: Table 2's "W_V W_proj ~ +cI" ablation
 # data
@@ -59,44 +59,44 @@ dataset = "cifar10"       # cifar10 | cifar100 (Table 4; SVHN and Tiny ImageNet:
 data_dir = "data"         # holds cifar-10-batches-py/ (official python layout) or gets the download
 image_size = 0            # resize to this side before patching (Table 7: 32-256); 0 = keep 32
 train_subset = 0          # use only the first N training images (0 = all)
-# augmentation, drawn per image. The paper: "RandAugment and Cutout", no settings. Ours: the
-# authors' 100-epoch setting of their CIFAR-10 script (locuslab/convmixer-cifar10 README.md line 50:
-# --ra-n=2 --ra-m=12 --scale=1.0 --jitter=0.2 --reprob=0.2, "more regularization" for 4x the 25 epochs
-# of its train.py; lr and weight decay stay the paper's), with train.py's transforms (lines 16-20,
-# 69-77), in the order flip, crop, RandAugment, jitter, normalise, erase, Cutout (train.py flips after the crop)
+# augmentation, drawn per image. The paper: "RandAugment and Cutout", no settings. Ours: the authors' 100-epoch
+# setting (locuslab/convmixer-cifar10 README.md line 50: --ra-n=2 --ra-m=12 --scale=1.0 --jitter=0.2 --reprob=0.2)
+# with the transforms of its train.py (cited below by line), in the order flip, crop, RandAugment, jitter,
+# normalise, erase, Cutout
 hflip = True              # random horizontal flip, p = 0.5 (train.py line 71)
-crop_scale = 1.0          # RandomResizedCrop(32, scale=(crop_scale, 1), ratio=(1, 1)) (train.py lines 16, 70); 1 = off
-ra_n = 2                  # RandAugment: ops per image (train.py lines 19, 72); 0 = off
-ra_m = 12                 # RandAugment: magnitude, 0-30 of 31 bins (train.py line 18)
+crop_scale = 1.0          # RandomResizedCrop(32, scale=(crop_scale, 1), ratio=(1, 1)) (lines 16, 70); 1 = off
+ra_n = 2                  # RandAugment: ops per image (lines 19, 72); 0 = off
+ra_m = 12                 # RandAugment: magnitude, 0-30 of 31 bins (line 18)
 ra_p = 1.0                # each RandAugment op applied with this probability (timm's AugmentOp: 0.5); 1 = always
-jitter = 0.2              # ColorJitter(jitter, jitter, jitter): brightness, contrast, saturation (train.py 20, 73)
-reprob = 0.2              # RandomErasing(p=reprob) after normalising, torchvision's sizes (train.py lines 17, 76)
+jitter = 0.2              # ColorJitter(jitter, jitter, jitter): brightness, contrast, saturation (lines 20, 73)
+reprob = 0.2              # RandomErasing(p=reprob) after normalising, torchvision's sizes (lines 17, 76)
 erase_fill = "zero"       # the erased box: zero (train.py) | noise, per-pixel N(0, 1) (timm's --remode pixel)
-cutout = 0                # Cutout square side in pixels (DeVries & Taylor 2017; recipe v1: 16; the script: none)
-ra_chunk = 1              # images sharing one draw of crop, RandAugment, jitter, erasing: 1 = per image (v1: 8)
+cutout = 0                # Cutout square side in pixels (DeVries & Taylor 2017; recipe v1: 16; train.py: none)
+ra_chunk = 1              # images sharing one draw of crop, RandAugment, jitter, erasing (v1: 8)
 # optimisation (Sec. 5.1: batch 512, AdamW, lr 3e-3, weight decay 0.01, 100 epochs)
 epochs = 100              # passes over the training set
 batch_size = 512          # images per step
 lr = 3e-3                 # peak learning rate
 weight_decay = 0.01       # on weight matrices only (our choice, as nanoGPT), unless decay_all
 decay_all = False         # True: on every parameter, as train.py line 102 (on the proxy: no better)
-adam_eps = 1e-8           # AdamW's eps: torch's default, as train.py line 102 (the timm flags: --opt-eps=1e-3)
-schedule = "onecycle"     # onecycle: linear 0 -> lr at warmup_frac -> lr/20 at 80% -> 0 at the end, set before every
-                          # step (train.py lines 99-100, 114-115) | cosine: linear warmup, then cosine to 0 (v1)
+adam_eps = 1e-8           # AdamW's eps: torch's default, as train.py line 102 (the timm flags: 1e-3)
+schedule = "onecycle"     # onecycle: 0 -> lr at warmup_frac -> lr/20 at 80% -> 0, linear, set before every step
+                          # (lines 99-100, 114-115) | cosine: linear warmup, then cosine to 0 (v1)
 warmup_frac = 0.4         # fraction of the steps rising to the peak (train.py: 2E/5; v1: 0.05)
-label_smoothing = 0.0     # of the training loss only, never the test loss (our choice: off, as train.py line 103)
-grad_clip = 0.0           # clip the global gradient norm to this; 0 = off (train.py lines 28, 123-125: off; v1: 1)
+label_smoothing = 0.0     # of the training loss only (our choice: off, as train.py line 103)
+grad_clip = 0.0           # clip the global gradient norm to this; 0 = off (lines 28, 123-125: off; v1: 1)
 recipe = "authors100"     # authors100 (the lines above) | authors | timm | v1: the keys each sets, unless given:
 RECIPES = {"authors100": {},
-           # train.py's argparse defaults (lines 16-20), meant for its 25 epochs: our default before authors100
+           # train.py's argparse defaults (lines 16-20), for its 25 epochs: our default before authors100
            "authors": dict(crop_scale=0.75, ra_n=1, ra_m=8, jitter=0.1, reprob=0.25),
-           # the first author's timm flags, "exactly the settings we used" (locuslab/convmixer README.md lines 46-74,
-           # line 74: --scale 0.75 1.0 for CIFAR): rand-m9-mstd0.5-inc1 (timm's 9 of 10 = torchvision's 27 of 30;
-           # not its magnitude noise), --reprob 0.25 --remode pixel, --opt-eps 1e-3, --clip-grad 1.0, timm's label
-           # smoothing 0.1 and no colour jitter beside RandAugment; not --mixup/--cutmix, which the paper never names
+           # the first author's timm flags, "exactly the settings we used" (locuslab/convmixer README.md lines
+           # 46-74; line 74: --scale 0.75 1.0 for CIFAR), without --mixup/--cutmix (the paper names neither):
+           # rand-m9-mstd0.5-inc1 (timm's 9 of 10 = torchvision's 27 of 30, without the magnitude noise),
+           # --reprob 0.25 --remode pixel, --opt-eps 1e-3, --clip-grad 1.0, timm's label smoothing 0.1, no jitter.
+           # On a GPU (results/gpu-h100-e1-timm-default/): under authors100 with the default init
            "timm": dict(ra_n=2, ra_m=27, ra_p=0.5, crop_scale=0.75, jitter=0.0, reprob=0.25, erase_fill="noise",
                         label_smoothing=0.1, adam_eps=1e-3, grad_clip=1.0),
-           # this project's first choices, where the paper is silent, before it followed the authors' script
+           # this project's first choices, before it followed the authors' script
            "v1": dict(schedule="cosine", warmup_frac=0.05, grad_clip=1.0, crop_scale=1.0, ra_n=2, ra_m=9, jitter=0.0,
                       reprob=0.0, cutout=16, ra_chunk=8)}
 # system
@@ -254,30 +254,27 @@ def mimetic_init_(qkv_weight, proj_weight, num_heads, alpha1=0.7, beta1=0.7, alp
                   generator=None, vo_sign=-1, init_qk=True, init_vo=True):
     """Mimetic init (Trockman & Kolter 2023, Sec. 4) of one self-attention layer, in place.
 
-    | product, as the layer applies it  | target                                       | eqs        |
-    |-----------------------------------|----------------------------------------------|------------|
-    | W_V W_proj (d x d, one per layer) | a2 Z2 - b2 I, exactly (up to float rounding) | 2, 3, 4    |
-    | W_Q^h W_K^h^T (d x d, per head h) | best rank-k approximation of a1 Z1^h + b1 I  | 1, 5, 6, 7 |
+    | product, as the layer applies it    | target                                       | eqs        |
+    |-------------------------------------|----------------------------------------------|------------|
+    | W_V W_proj^T (d x d, one per layer) | a2 Z2 - b2 I, exactly (up to float rounding) | 2, 3, 4    |
+    | W_Q^h W_K^h^T (d x d, per head h)   | best rank-k approximation of a1 Z1^h + b1 I  | 1, 5, 6, 7 |
 
-    Z1^h (afresh for every head) and Z2 have i.i.d. N(0, 1/d) entries, as the paper says for both. The rank-k
-    truncation (Eckart-Young) weakens the diagonal: mean about 0.39, not 0.7, for a1 = b1 = 0.7 and k = d/3.
+    W_proj is eq 4's matrix and the layer applies W_V W_proj^T, the product eq 2 prints (Sec. 3 and eq 11 write
+    W_V W_proj for the same product). Z1^h (afresh for every head) and Z2 have i.i.d. N(0, 1/d) entries. The
+    rank-k truncation (Eckart-Young) weakens the diagonal: mean about 0.39, not 0.7, for a1 = b1 = 0.7, k = d/3.
 
-    qkv_weight: (3d, d), the weight of a fused nn.Linear(d, 3d): rows q, then k, then v, each head a contiguous
-        block of k = d / num_heads rows (timm `qkv`, nanoGPT `c_attn`, nn.MultiheadAttention `in_proj_weight`;
-        other layouts: "Use it in your own model" in the mimetic project's README). proj_weight: (d, d), the
-        weight of the output nn.Linear(d, d).
-    nn.Linear computes x @ weight.T, so in the paper's row-vector notation (q = x W_Q) the q rows of head h
-    hold (W_Q^h)^T, the v rows hold W_V^T, and proj_weight holds eq 4's W_proj.
-    vo_sign=+1 targets a2 Z2 + b2 I (Table 2, "W_V W_proj ~ +cI"); init_qk / init_vo = False leaves those
-    weights as they are (Table 2, "init only W_V, W_proj" / "only W_Q, W_K"). Biases are not touched (the
-    paper speaks only of weights). The draws are Z1 of head 0, 1, ..., then Z2, whatever is initialised;
-    noise and SVDs are float64 on the generator's device, then cast to the weights' dtype."""
+    qkv_weight: (3d, d), a fused nn.Linear(d, 3d)'s weight: rows q, k, v, each head a block of k = d / num_heads
+        rows (timm `qkv`, nanoGPT `c_attn`, nn.MultiheadAttention `in_proj_weight`; other layouts: "Use it in
+        your own model" in mimetic's README). nn.Linear computes x @ weight.T, so in the paper's row-vector
+        notation (q = x W_Q) the q rows of head h hold (W_Q^h)^T and the v rows W_V^T.
+    proj_weight: (d, d), the output nn.Linear's weight: eq 4's W_proj.
+    vo_sign=+1 targets a2 Z2 + b2 I (Table 2, "+cI"); init_qk / init_vo = False leaves those weights as they are
+    (Table 2's "init only" rows). Biases are untouched. The draws are Z1 of head 0, 1, ..., then Z2, whatever is
+    initialised; noise and SVDs are float64 on the generator's device, then cast to the weights' dtype."""
     d = proj_weight.shape[0]
     if proj_weight.shape != (d, d) or qkv_weight.shape != (3 * d, d):
-        raise ValueError(f"expected qkv_weight (3d, d) and proj_weight (d, d) in nn.Linear's (out, in) layout, "
-                         f"rows q, k, v; got {tuple(qkv_weight.shape)} and {tuple(proj_weight.shape)}. For a "
-                         f"transposed (Conv1D) or split q/k/v layout see 'Use it in your own model' in the README "
-                         f"of mimetic (Trockman & Kolter 2023, reimplemented)")
+        raise ValueError(f"expected qkv_weight (3d, d) and proj_weight (d, d), rows q, k, v; got {tuple(qkv_weight.shape)} "
+                         f"and {tuple(proj_weight.shape)}: other layouts, 'Use it in your own model' in mimetic's README")
     if d % num_heads != 0:
         raise ValueError(f"width {d} is not divisible by num_heads {num_heads}")
     for name, value in (("alpha1", alpha1), ("beta1", beta1), ("alpha2", alpha2), ("beta2", beta2)):
@@ -299,7 +296,7 @@ def mimetic_init_(qkv_weight, proj_weight, num_heads, alpha1=0.7, beta1=0.7, alp
         W_V = U * S.sqrt()                                     # eq 4: W_V = U S^(1/2) (print: U S, a typo)
         W_proj = Vh.T * S.sqrt()                               # eq 4: W_proj = V S^(1/2), so W_V W_proj^T = U S V^T
         qkv_weight[2 * d:] = W_V.T                             # v rows hold W_V^T
-        proj_weight.copy_(W_proj)                              # the layer applies x W_V W_proj^T: eq 2's product
+        proj_weight.copy_(W_proj)                              # the layer applies x W_V W_proj^T
     # query/key, eqs 1 and 5-7 (printed with index 2)
     if init_qk:
         for h in range(num_heads):
@@ -418,13 +415,11 @@ def norm_stats(mean_std, dev):
 
 
 class TrainLoader:
-    """A run's training batches, as airbench's CifarLoader: the images live on the training device as uint8, and the
-    loader owns the data order and every draw of the augmentation. Each epoch gen draws a permutation and a seed per
-    batch; each batch's draws are torchvision's (its transforms' make_params; RandAugment's op and sign as its forward
-    draws them) from torch's RNG seeded with that seed, in the order its transforms draw image by image (train.py lines
-    69-77): a flip per image, then per ra_chunk images crop, RandAugment, jitter, erasing; Cutout last. apply() then
-    augments the whole batch on the device with torchvision's kernels: so a batch is the same bits as torchvision's
-    transforms applied image by image on a CPU (a test says so), on CUDA up to its kernels' rounding."""
+    """A run's training batches, as airbench's CifarLoader: the images live on the device as uint8, and the loader
+    owns the data order and every draw. Each epoch gen draws a permutation and a seed per batch; with that seed,
+    draw() makes the batch's draws on the CPU as torchvision's transforms make them image by image (train.py lines
+    69-77), and apply() applies them to the whole batch on the device with torchvision's kernels. On a CPU a batch
+    is the same bits as the transforms applied image by image (a test says so); on CUDA, up to its kernels' rounding."""
 
     def __init__(self, x, y, cfg, mean_std, dev, gen):
         self.x, self.y, self.cfg, self.dev, self.gen = x.to(dev), y.to(dev), cfg, dev, gen
@@ -433,10 +428,10 @@ class TrainLoader:
         self.one = torch.empty(x.shape[1:], dtype=torch.uint8)  # what the transforms' draws read: one image's size
         self.crop = T.RandomResizedCrop(x.shape[-2:], scale=(cfg.crop_scale, 1.0), ratio=(1.0, 1.0))
         self.ra = T.RandAugment(num_ops=1, magnitude=cfg.ra_m)
-        self.ops = []  # torchvision's table (private: tested bit for bit) at this magnitude: (op, magnitude, signed)
+        self.ops = []  # (op, magnitude, signed) from torchvision's table (private: the bit-for-bit test guards it)
         for op, (magnitudes, signed) in self.ra._AUGMENTATION_SPACE.items():
-            magnitudes = magnitudes(self.ra.num_magnitude_bins, *x.shape[-2:])
-            self.ops.append((op, 0.0 if magnitudes is None else float(magnitudes[cfg.ra_m]), magnitudes is not None and signed))
+            m = magnitudes(self.ra.num_magnitude_bins, *x.shape[-2:])
+            self.ops.append((op, 0.0, False) if m is None else (op, float(m[cfg.ra_m]), signed))
         self.jitter = T.ColorJitter(cfg.jitter, cfg.jitter, cfg.jitter)
         self.erase = T.RandomErasing(p=1.0, value="random" if cfg.erase_fill == "noise" else 0)
 
@@ -451,19 +446,24 @@ class TrainLoader:
             yield self.apply(self.x[idx], *draws), self.y[idx]
 
     def draw(self, B):
-        """Every random number of a batch of B images, on the CPU: flips (B,), one dict per chunk, Cutout centres."""
-        cfg = self.cfg
+        """A batch's draws from torch's RNG: flips (B,), a dict per image (one per ra_chunk images: crop,
+        RandAugment ops, jitter, erasing, made in that order), the Cutout mask (B, 1, H, W) or None."""
+        cfg, (H, W) = self.cfg, self.one.shape[-2:]
         flip = torch.rand(B) < 0.5 if cfg.hflip else torch.zeros(B, dtype=torch.bool)
-        chunks = []
-        for _ in range(0, B, cfg.ra_chunk):  # a dict's values are made in the order written: the transforms' order
-            chunks.append({"crop": self.crop.make_params([self.one]) if cfg.crop_scale < 1 else None,
-                           "ops": [self.draw_op() for _ in range(cfg.ra_n)],
-                           "jitter": self.jitter.make_params([self.one]) if cfg.jitter > 0 else None,
-                           "erase": self.erase.make_params([self.one]) if cfg.reprob > 0 and torch.rand(1) < cfg.reprob
-                           else None})  # RandomErasing's coin, then its box (and noise)
-        H, W = self.one.shape[-2:]
-        centres = (torch.randint(H, (B, 1)), torch.randint(W, (B, 1))) if cfg.cutout > 0 else None
-        return flip, chunks, centres
+        per_image = []
+        for _ in range(0, B, cfg.ra_chunk):
+            chunk = {"crop": self.crop.make_params([self.one]) if cfg.crop_scale < 1 else None,
+                     "ops": [self.draw_op() for _ in range(cfg.ra_n)],
+                     "jitter": self.jitter.make_params([self.one]) if cfg.jitter > 0 else None,
+                     "erase": self.erase.make_params([self.one]) if cfg.reprob > 0 and torch.rand(1) < cfg.reprob
+                     else None}  # RandomErasing's coin, then its box (and noise)
+            per_image += [chunk] * cfg.ra_chunk
+        cutout = None
+        if cfg.cutout > 0:  # DeVries & Taylor 2017: a square centred anywhere, clipped at the border
+            top, left = torch.randint(H, (B, 1)) - cfg.cutout // 2, torch.randint(W, (B, 1)) - cfg.cutout // 2
+            rows, cols = torch.arange(H) - top, torch.arange(W) - left  # (B, H), (B, W)
+            cutout = ((rows >= 0) & (rows < cfg.cutout))[:, None, :, None] & ((cols >= 0) & (cols < cfg.cutout))[:, None, None]
+        return flip, per_image[:B], cutout
 
     def draw_op(self):  # one RandAugment op as T.RandAugment's forward draws it (T.RandomApply's coin first)
         if self.cfg.ra_p < 1 and torch.rand(1) >= self.cfg.ra_p:
@@ -471,31 +471,24 @@ class TrainLoader:
         op, magnitude, signed = self.ops[int(torch.randint(len(self.ops), ()))]
         return op, -magnitude if signed and torch.rand(()) <= 0.5 else magnitude
 
-    def apply(self, x, flip, chunks, centres):
-        """uint8 (B, 3, H, W) on the device -> normalised float, the draws applied in torchvision's order: flip, crop,
-        RandAugment, jitter, normalise, erase, Cutout. One kernel call per crop box and per (op, magnitude)."""
-        cfg, B, (H, W) = self.cfg, len(x), x.shape[-2:]
+    def apply(self, x, flip, per_image, cutout):
+        """uint8 (B, 3, H, W) on the device -> normalised float: flip, crop, RandAugment, jitter, normalise, erase,
+        Cutout, with one kernel call per crop box and per RandAugment (op, magnitude)."""
         x = torch.where(flip.to(self.dev)[:, None, None, None], x.flip(-1), x)
-        per_image = [d for d in chunks for _ in range(cfg.ra_chunk)][:B]
-        if cfg.crop_scale < 1:
+        if self.cfg.crop_scale < 1:
             for box, n in groups(tuple(d["crop"].items()) for d in per_image):
                 x[n] = self.crop.transform(x[n], dict(box))
-        for layer in range(cfg.ra_n):
+        for layer in range(self.cfg.ra_n):
             for op, n in groups(d["ops"][layer] for d in per_image):
-                if op is not None:  # torchvision's one call that applies an op (private: tested bit for bit)
+                if op is not None:  # torchvision's call that applies an op (private: the test guards it)
                     x[n] = self.ra._apply_image_or_video_transform(x[n], *op, self.ra.interpolation, self.ra._fill)
-        if cfg.jitter > 0:
+        if self.cfg.jitter > 0:
             x = jitter_batch(x, [d["jitter"] for d in per_image])
         x = (x.float() / 255.0 - self.mean) / self.std
-        for n, e in [(n, d["erase"]) for n, d in enumerate(per_image) if d["erase"] is not None]:
-            if e["v"] is not None:  # RandomErasing's box, filled with 0 or N(0, 1) noise (None: no box fitted)
+        for n, e in enumerate(d["erase"] for d in per_image):
+            if e is not None and e["v"] is not None:  # the box, filled with 0 or noise (v None: no box fitted)
                 x[n, :, e["i"]:e["i"] + e["h"], e["j"]:e["j"] + e["w"]] = e["v"].to(self.dev)
-        if centres is not None:  # DeVries & Taylor 2017: zero (the mean) a square clipped at the border
-            top, left = (c.to(self.dev) - cfg.cutout // 2 for c in centres)
-            ys, xs = torch.arange(H, device=self.dev), torch.arange(W, device=self.dev)
-            inside = ((ys >= top) & (ys < top + cfg.cutout))[:, :, None] & ((xs >= left) & (xs < left + cfg.cutout))[:, None]
-            x = x.masked_fill(inside[:, None], 0.0)  # (B, 1, H, W)
-        return x
+        return x if cutout is None else x.masked_fill(cutout.to(self.dev), 0.0)  # Cutout: 0, the mean
 
 
 def groups(keys):
@@ -507,16 +500,17 @@ def groups(keys):
 
 
 def jitter_batch(x, params):
-    """T.ColorJitter's transform with factors per image, uint8 in and out. Brightness, contrast and saturation blend
-    each image with black, its grey mean or its grey: torchvision's _blend, x r + other (1 - r) rounded once."""
+    """T.ColorJitter's transform with factors per image, uint8 in and out: brightness, contrast and saturation
+    blend each image with black, its grey mean or its grey (torchvision's _blend: x r + other (1 - r), one rounding)."""
     for order, n in groups(tuple(p["fn_idx"].tolist()) for p in params):
         y = x[n]
-        for fn in (fn for fn in order if fn < 3):  # fn_idx: 0 brightness, 1 contrast, 2 saturation, 3 hue (not drawn)
-            name = ("brightness", "contrast", "saturation")[fn] + "_factor"
-            r = torch.tensor([params[i][name] for i in n.tolist()], dtype=torch.float64)[:, None, None, None].to(x.device)
-            grey = y[:, 0].mul(0.2989).add_(y[:, 1], alpha=0.587).add_(y[:, 2], alpha=0.114).unsqueeze(1).floor_()  # ITU-R 601-2
+        for fn in [fn for fn in order if fn < 3]:  # 0 brightness, 1 contrast, 2 saturation (3, hue: not drawn)
+            key = ("brightness_factor", "contrast_factor", "saturation_factor")[fn]
+            r = torch.tensor([params[i][key] for i in n.tolist()], dtype=torch.float64).view(-1, 1, 1, 1)
+            r, rest = r.float().to(x.device), (1 - r).float().to(x.device)  # 1 - r in float64, as _blend's Python
+            grey = y[:, 0].mul(0.2989).add_(y[:, 1], alpha=0.587).add_(y[:, 2], alpha=0.114)[:, None].floor_()  # ITU-R 601
             other = (torch.zeros((), device=x.device), grey.mean(dim=(1, 2, 3), keepdim=True), grey)[fn]
-            y = torch.addcmul(y.mul(r.float()), other, (1 - r).float()).clamp_(0, 255).to(torch.uint8)
+            y = torch.addcmul(y.mul(r), other, rest).clamp_(0, 255).to(torch.uint8)
         x[n] = y
     return x
 
@@ -556,12 +550,11 @@ def evaluate(model, x, y, mean, std, batch, amp):
 # optimizer and schedule (the paper: AdamW; the schedule follows the authors' script)
 
 def make_optimizer(model, lr, weight_decay, dev, decay_all=False, eps=1e-8):
-    """AdamW (Sec. 5.1), torch's default betas and eps (as train.py line 102); no weight decay on biases, norms,
-    class token and position embeddings (our choice, as nanoGPT: decay would erode the sinusoids) unless decay_all."""
-    decay, no_decay = [], []
-    for n, p in model.named_parameters():
-        (decay if decay_all or p.dim() >= 2 and n not in ("pos_embed", "cls_token") else no_decay).append(p)
-    groups = [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    """AdamW (Sec. 5.1), torch's default betas (as train.py line 102); weight decay on weight matrices only, not on
+    biases, norms, class token and position embeddings (our choice, as nanoGPT: it would erode the sinusoids)."""
+    decay = {n for n, p in model.named_parameters() if decay_all or (p.dim() >= 2 and n not in ("pos_embed", "cls_token"))}
+    groups = [{"params": [p for n, p in model.named_parameters() if n in decay], "weight_decay": weight_decay},
+              {"params": [p for n, p in model.named_parameters() if n not in decay], "weight_decay": 0.0}]
     return torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.999), eps=eps, fused=dev.type == "cuda")
 
 
@@ -575,7 +568,7 @@ def get_lr(step, total_steps, cfg):
             if t <= t1:
                 return lr0 + (lr1 - lr0) * (t - t0) / (t1 - t0)
         return 0.0
-    warmup_steps = max(1, round(cfg.warmup_frac * total_steps))
+    warmup_steps = max(1, round(cfg.warmup_frac * total_steps))  # cosine (recipe v1): linear warmup, then cosine to 0
     if step < warmup_steps:
         return cfg.lr * (step + 1) / warmup_steps
     return cfg.lr * 0.5 * (1 + math.cos(math.pi * (step - warmup_steps) / max(1, total_steps - warmup_steps)))
@@ -611,7 +604,7 @@ def train(model, data, mean_std, cfg, dev, amp, ckpt=None):
     progress = Progress(cfg.epochs * steps, cfg.batch_size, "img", step)
     for epoch in range(len(history) + 1, cfg.epochs + 1):
         t0 = time.perf_counter()
-        sums = torch.zeros(2, 3, device=dev)  # (this epoch, this log interval) x (loss * n, correct, n)
+        running = torch.zeros(2, 3, device=dev)  # (this epoch, this log interval) x (loss * n, correct, n)
         for i, (xb, yb) in enumerate(loader):
             xb = resize(xb, model.config.image_size)
             if step == first_step:  # the run's cost, timed on slices of its first batch
@@ -626,14 +619,14 @@ def train(model, data, mean_std, cfg, dev, amp, ckpt=None):
             opt.zero_grad(set_to_none=True)
             step += 1
             n = torch.full((), len(yb), device=dev)  # a fill on the device: no copy, no wait
-            sums += torch.stack([loss.detach() * len(yb), (logits.argmax(-1) == yb).sum(), n])
+            running += torch.stack([loss.detach() * len(yb), (logits.argmax(-1) == yb).sum(), n])
             progress.update(step, loss)
             if step % cfg.log_interval == 0 or i == steps - 1:
-                loss_sum, hits, n = sums[1].tolist()  # the only wait for the device between log lines
+                loss_sum, hits, n = running[1].tolist()  # the only wait for the device between log lines
                 progress.print(f"step {step}/{cfg.epochs * steps} | epoch {epoch} | loss {loss_sum / n:.4f} | "
                                f"acc {100 * hits / n:.1f} | lr {lr:.1e}", step)
-                sums[1] = 0
-        loss_sum, hits, n = sums[0].tolist()
+                running[1] = 0
+        loss_sum, hits, n = running[0].tolist()
         test_loss, test_acc = evaluate(model, test_x, test_y, *test_stats, cfg.eval_batch_size, amp)
         if not math.isfinite(test_loss):  # never checkpoint weights that evaluate to NaN
             raise SystemExit(f"error: the test loss is not finite after epoch {epoch}; the last good checkpoint, if "
@@ -702,7 +695,8 @@ def parse_config(argv):
         raise SystemExit(0)
     defaults = {k: globals()[k] for k in config_keys}
     given = parse_args(argv, defaults)
-    cfg = SimpleNamespace(**{**defaults, **RECIPES.get(given.get("recipe", defaults["recipe"]), {}), **given})
+    recipe = RECIPES.get(given.get("recipe", defaults["recipe"]), {})  # an unknown name: CHOICES says so below
+    cfg = SimpleNamespace(**{**defaults, **recipe, **given})  # a key given wins over its recipe's, that over the default
     for key, value in vars(cfg).items():  # one of its CHOICES, else a number within its RANGES (else 0 or more)
         low, high = RANGES.get(key, (0, math.inf))
         if key in CHOICES and value not in CHOICES[key]:
@@ -841,13 +835,13 @@ class Progress:
         self.total, self.per_step, self.unit, self.start = total_steps, per_step, unit, (step, time.perf_counter())
         self.tty, self.shown = sys.stdout.isatty(), 0.0
 
-    def estimate(self, forward_backward, model, batch, steps):  # forward_backward(n): the first n items; steps/epoch
+    def estimate(self, loss_of_first, model, batch, steps):  # loss_of_first(n): the first n items' step; steps/epoch
         dev = next(model.parameters()).device
         with torch.random.fork_rng(devices=[dev] if dev.type == "cuda" else []):  # dropout draws as without it
-            forward_backward(max(1, batch >> 6))  # untimed: the first call pays one-time costs
+            loss_of_first(max(1, batch >> 6))  # untimed: the first call pays one-time costs
             for n in [batch >> i for i in range(6, -1, -1) if batch >> i]:  # 1/64 of the batch, 1/32, ..., all
                 t = time.perf_counter()
-                forward_backward(n).item()  # .item() waits for the device
+                loss_of_first(n).item()  # .item() waits for the device
                 if (seconds := time.perf_counter() - t) >= 1.0:  # long enough to time well
                     break
         model.zero_grad(set_to_none=True)  # training starts without the timing's gradients

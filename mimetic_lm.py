@@ -15,8 +15,7 @@ WikiText-103 (width 410, depth 16, heads 10, 50 epochs), data-parallel on 8 GPUs
 CPU quick run (the first 500,000 training characters, 2 epochs):
     python mimetic_lm.py --dataset=ptb_char --width=128 --depth=4 --heads=4 --seq_len=128 \
         --eval_stride=128 --batch_size=32 --train_subset=500000 --epochs=2
---help lists every key, its default and why. README.md gives the results, each linked to its log. Side modes in
-extras/: figures.py (attention maps), sample.py (text), bench_lm.py (tok/s), lm_qk_basis.py (our a1 = 0 ablation).
+--help lists every key, its default and why; README.md gives the results, each linked to its log; side modes: extras/.
 """
 
 import gc
@@ -57,7 +56,7 @@ emb_dropout = 0.1         # elementwise, on the summed input embeddings (Bai et 
 word_dropout = 0.0        # Sec. 7's word-level embedding dropout: p of dropping a word's vector for a whole batch
 small_emb = False         # SmallInitEmb (not in the paper; BlinkDL): a tiny token embedding and a LayerNorm after it
 # init (Sec. 7: a1 = 0, b1 = 0.5, a2 = b2 = 0.2, chosen on char-level PTB and kept for the word tasks)
-init = "mimetic"          # mimetic | default | qk, vo (Table 2: only W_Q, W_K / only W_V, W_proj) | simple (Sec. 4)
+init = "mimetic"          # mimetic | default | qk, vo (Table 2: only W_Q, W_K / W_V, W_proj) | simple
 alpha1 = 0.0              # a1: noise weight in W_Q W_K^T ~ a1 Z1 + b1 I (eq 1); 0 makes eq 5's SVD that of b1 I
 beta1 = 0.5               # b1: identity weight in eq 1
 alpha2 = 0.2              # a2: noise weight in W_V W_proj^T ~ a2 Z2 - b2 I (eq 2)
@@ -82,12 +81,12 @@ plateau_after = 5         # the plateau rule applies after this many epochs (Bai
 # system
 seed = 0                  # the default init, the mimetic noise, the data order and dropout
 device = ""               # "" = cuda if available, else mps if available, else cpu (torchrun: cuda:LOCAL_RANK)
-precision = "auto"        # auto (bf16 autocast on CUDA, fp32 elsewhere: most CPUs emulate bf16) | bf16 | fp32
+precision = "auto"        # auto (bf16 autocast on CUDA, else fp32: most CPUs emulate bf16) | bf16 | fp32
 compile = "auto"          # torch.compile the model: auto (on CUDA only; a CPU gains nothing) | true | false
 eval_batch_size = 64      # evaluation windows per forward pass
 log_interval = 50         # steps between log lines
-out_dir = ""              # "" = out/lm-<dataset>-<init>-seed<seed>; a new run refuses a folder holding another run
-resume = False            # continue from <out_dir>/ckpt.pt (the same settings, up to device, compile and logging)
+out_dir = ""              # "" = out/lm-<dataset>-<init>-seed<seed>; never another run's folder
+resume = False            # continue from <out_dir>/ckpt.pt (the same settings, up to RESUME_FREE's)
 stop_epoch = 0            # end this invocation after this epoch (0 = never); resume it later
 # PRESETS: each dataset's values of the keys above, for the keys not given on the command line
 _WORD = dict(dropout=0.45, emb_dropout=0.25,  # Bai et al. 2018 word-level PTB (TCN word_cnn defaults)
@@ -201,15 +200,13 @@ class TransformerLM(nn.Module):
         self.pos_embed.copy_(c.pos_scale * sinusoidal_embeddings(c.block_size, c.width))
 
     def embed(self, idx):
-        c = self.config
-        T = idx.shape[1]
+        c, T = self.config, idx.shape[1]
         if T > c.block_size:
             raise ValueError(f"sequence of {T} tokens is longer than the position table ({c.block_size}): "
                              f"use at most {c.block_size} tokens, or a model with a larger block_size")
         W = self.wte.weight
         if self.training and c.word_dropout > 0:
-            # word-level embedding dropout: whole rows of the embedding matrix, i.e. every occurrence of a
-            # word in the batch loses its vector (Gal & Ghahramani 2016; Merity et al. 2018 embedded_dropout)
+            # whole rows: every occurrence of a word loses its vector (Merity et al. 2018 embedded_dropout)
             keep = torch.empty(W.shape[0], 1, device=W.device).bernoulli_(1 - c.word_dropout)
             W = W * keep / (1 - c.word_dropout)
         x = F.embedding(idx, W)  # (B, T, d)
@@ -493,7 +490,7 @@ def evaluate(model, data, seq_len, stride, batch, amp, rank=0, world=1):
 
 def make_optimizer(model, lr, weight_decay, dev):
     """AdamW; weight decay on matrices only (our choice, as nanoGPT), the tied embedding counted once."""
-    decay = {n for n, p in model.named_parameters() if p.dim() >= 2}  # named_parameters lists a tied weight once
+    decay = {n for n, p in model.named_parameters() if p.dim() >= 2}  # a tied weight listed once
     groups = [{"params": [p for n, p in model.named_parameters() if n in decay], "weight_decay": weight_decay},
               {"params": [p for n, p in model.named_parameters() if n not in decay], "weight_decay": 0.0}]
     return torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.999), fused=dev.type == "cuda")
@@ -581,7 +578,7 @@ def train(model, data, cfg, dev, amp, ckpt=None, rank=0, world=1):
             raise SystemExit(f"error: the validation loss is not finite after epoch {epoch}; the last good checkpoint, "
                              f"if any, is kept in {cfg.out_dir}. Try a lower --lr in a new --out_dir")
         state["lr_scale"] *= plateau_factor(history, val_loss, cfg, level)
-        elapsed = round((history[-1]["elapsed_s"] if history else 0.0) + time.perf_counter() - t0, 3)  # ms: not 0
+        elapsed = round((history[-1]["elapsed_s"] if history else 0.0) + time.perf_counter() - t0, 3)
         name, value = metric(val_loss, level)
         history.append({"epoch": epoch, "train_loss": mean_over_ranks(running, world), "val_loss": val_loss,
                         f"val_{name}": value, "lr": get_lr(step - 1, cfg.epochs * steps, cfg, state["lr_scale"]),
@@ -644,7 +641,7 @@ def main(argv=None):
 
 
 # =============================================================================
-# tail: machinery the paper does not define (arguments, run folder, checkpoints and results, device, progress)
+# tail: machinery the paper does not define (arguments, run folder, checkpoints, results, device, progress)
 CHOICES = {"init": INITS, "dataset": tuple(DATASETS), "vo_sign": (-1, 1), "precision": ("auto", "bf16", "fp32"),
            "compile": ("auto", "true", "false")}
 RANGES = {**dict.fromkeys(("width", "depth", "heads", "mlp_ratio", "seq_len", "eval_stride", "epochs", "batch_size",
@@ -666,8 +663,8 @@ def parse_config(argv):
         raise SystemExit(0)
     defaults = {k: globals()[k] for k in config_keys}
     given = parse_args(argv, defaults)
-    preset = PRESETS.get(given.get("dataset", defaults["dataset"]), {})  # an unknown name: CHOICES says so below
-    cfg = SimpleNamespace(**{**defaults, **preset, **given})  # a key given wins over its preset's, that over the default
+    preset = PRESETS.get(given.get("dataset", defaults["dataset"]), {})  # unknown: CHOICES says so below
+    cfg = SimpleNamespace(**{**defaults, **preset, **given})  # given, over the preset, over the default
     for key, value in vars(cfg).items():  # one of its CHOICES, else a number within its RANGES (else 0 or more)
         low, high = RANGES.get(key, (0, math.inf))
         if key in CHOICES and value not in CHOICES[key]:
@@ -725,13 +722,11 @@ def load_checkpoint(path):
     only tensors, numbers, strings and containers (all that a checkpoint holds): a file from elsewhere runs no code."""
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError as e:  # what weights_only raises, with a long message, also for damaged bytes
-        raise SystemExit(f"error: {path} is not a readable checkpoint: damaged, or holding objects other than tensors, "
-                         f"numbers, strings and containers (this program's never do): put back a good copy, or start "
-                         f"afresh with another --out_dir") from e
-    except Exception as e:  # truncated or overwritten: torch raises many kinds; repr keeps it one line
-        raise SystemExit(f"error: {path} is not a readable checkpoint ({e!r}): put back a good copy, or start "
-                         f"afresh with another --out_dir") from e
+    except Exception as e:  # torch raises many kinds; weights_only's UnpicklingError has a long message
+        why = "damaged, or holding objects other than tensors, numbers, strings and containers" \
+            if isinstance(e, pickle.UnpicklingError) else repr(e)  # repr: one line
+        raise SystemExit(f"error: {path} is not a readable checkpoint ({why}): put back a good copy, or start afresh "
+                         f"with another --out_dir") from e
 
 
 def save_checkpoint(cfg, model, opt, gen, state, vocab, improved, dev, rank, world):

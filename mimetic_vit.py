@@ -44,11 +44,11 @@ depth = 12                # number of Transformer blocks
 heads = 3                 # attention heads; head dimension k = width / heads
 patch_size = 2            # patch side in pixels: 256 patches of a 32x32 image, and a class token
 mlp_ratio = 4             # MLP hidden width = mlp_ratio * width (the standard ViT value)
-pos_emb = "sinusoidal"    # sinusoidal (Sec. 5.1) | learned (Table 2's "random") | sincos2d (rows, columns)
+pos_emb = "sinusoidal"    # sinusoidal (Sec. 5.1) | learned (Table 2's "random") | sincos2d
 pos_scale = 1.0           # g, scales the position embeddings (Fig. 4); 1 = standard (our choice)
-pos_trainable = True      # train the position embeddings (our choice, as timm); False keeps them fixed
+pos_trainable = True      # train the position embeddings (our choice, as timm); False: fixed
 # init (Sec. 4; Sec. 5.1 uses a1 = b1 = 0.7, a2 = b2 = 0.4 for all vision experiments)
-init = "mimetic"          # mimetic | default | qk, vo (Table 2: only W_Q, W_K / only W_V, W_proj) | simple (Sec. 4)
+init = "mimetic"          # mimetic | default | qk, vo (Table 2: only W_Q, W_K / W_V, W_proj) | simple
 alpha1 = 0.7              # a1: noise weight in W_Q W_K^T ~ a1 Z1 + b1 I (eq 1)
 beta1 = 0.7               # b1: identity weight in eq 1
 alpha2 = 0.4              # a2: noise weight in W_V W_proj^T ~ a2 Z2 - b2 I (eq 2)
@@ -64,14 +64,14 @@ train_subset = 0          # use only the first N training images (0 = all)
 # with the transforms of its train.py (cited below by line), in the order flip, crop, RandAugment, jitter,
 # normalise, erase, Cutout
 hflip = True              # random horizontal flip, p = 0.5 (train.py line 71)
-crop_scale = 1.0          # RandomResizedCrop(32, scale=(crop_scale, 1), ratio=(1, 1)) (lines 16, 70); 1 = off
+crop_scale = 1.0          # RandomResizedCrop(scale=(crop_scale, 1), ratio=(1, 1)) (lines 16, 70)
 ra_n = 2                  # RandAugment: ops per image (lines 19, 72); 0 = off
 ra_m = 12                 # RandAugment: magnitude, 0-30 of 31 bins (line 18)
-ra_p = 1.0                # each RandAugment op applied with this probability (timm's AugmentOp: 0.5); 1 = always
-jitter = 0.2              # ColorJitter(jitter, jitter, jitter): brightness, contrast, saturation (lines 20, 73)
-reprob = 0.2              # RandomErasing(p=reprob) after normalising, torchvision's sizes (lines 17, 76)
-erase_fill = "zero"       # the erased box: zero (train.py) | noise, per-pixel N(0, 1) (timm's --remode pixel)
-cutout = 0                # Cutout square side in pixels (DeVries & Taylor 2017; recipe v1: 16; train.py: none)
+ra_p = 1.0                # each RandAugment op applied with this probability (timm's way: 0.5)
+jitter = 0.2              # ColorJitter(jitter, jitter, jitter), no hue (lines 20, 73)
+reprob = 0.2              # RandomErasing(p=reprob) after normalising (lines 17, 76)
+erase_fill = "zero"       # zero (train.py) | noise: N(0, 1) per pixel (timm's --remode pixel)
+cutout = 0                # Cutout square side in pixels (DeVries & Taylor 2017; v1: 16)
 ra_chunk = 1              # images sharing one draw of crop, RandAugment, jitter, erasing (v1: 8)
 # optimisation (Sec. 5.1: batch 512, AdamW, lr 3e-3, weight decay 0.01, 100 epochs)
 epochs = 100              # passes over the training set
@@ -79,21 +79,21 @@ batch_size = 512          # images per step
 lr = 3e-3                 # peak learning rate
 weight_decay = 0.01       # on weight matrices only (our choice, as nanoGPT), unless decay_all
 decay_all = False         # True: on every parameter, as train.py line 102 (on the proxy: no better)
-adam_eps = 1e-8           # AdamW's eps: torch's default, as train.py line 102 (the timm flags: 1e-3)
+adam_eps = 1e-8           # AdamW's eps: torch's default, as train.py line 102 (timm flags: 1e-3)
 schedule = "onecycle"     # onecycle: 0 -> lr at warmup_frac -> lr/20 at 80% -> 0, linear, set before every step
                           # (lines 99-100, 114-115) | cosine: linear warmup, then cosine to 0 (v1)
 warmup_frac = 0.4         # fraction of the steps rising to the peak (train.py: 2E/5; v1: 0.05)
 label_smoothing = 0.0     # of the training loss only (our choice: off, as train.py line 103)
-grad_clip = 0.0           # clip the global gradient norm to this; 0 = off (lines 28, 123-125: off; v1: 1)
-recipe = "authors100"     # authors100 (the lines above) | authors | timm | v1: the keys each sets, unless given:
+grad_clip = 0.0           # clip the global gradient norm to this; 0 = off (lines 28, 123; v1: 1)
+recipe = "authors100"     # authors100 (the lines above) | authors | timm | v1: keys each sets
 RECIPES = {"authors100": {},
-           # train.py's argparse defaults (lines 16-20), for its 25 epochs: our default before authors100
+           # train.py's argparse defaults (lines 16-20), for its 25 epochs
            "authors": dict(crop_scale=0.75, ra_n=1, ra_m=8, jitter=0.1, reprob=0.25),
-           # the first author's timm flags, "exactly the settings we used" (locuslab/convmixer README.md lines
-           # 46-74; line 74: --scale 0.75 1.0 for CIFAR), without --mixup/--cutmix (the paper names neither):
-           # rand-m9-mstd0.5-inc1 (timm's 9 of 10 = torchvision's 27 of 30, without the magnitude noise),
-           # --reprob 0.25 --remode pixel, --opt-eps 1e-3, --clip-grad 1.0, timm's label smoothing 0.1, no jitter.
-           # On a GPU (results/gpu-h100-e1-timm-default/): under authors100 with the default init
+           # the first author's timm flags (locuslab/convmixer README.md lines 46-74, "exactly the
+           # settings we used"; line 74: --scale 0.75 1.0) without mixup/cutmix, unnamed in the paper:
+           # rand-m9-mstd0.5-inc1 (timm's 9 of 10 is torchvision's 27 of 30; no magnitude noise),
+           # --reprob 0.25 --remode pixel, --opt-eps 1e-3, --clip-grad 1.0, label smoothing 0.1.
+           # 100 epochs, default init (results/gpu-h100-e1-timm-default/): under authors100
            "timm": dict(ra_n=2, ra_m=27, ra_p=0.5, crop_scale=0.75, jitter=0.0, reprob=0.25, erase_fill="noise",
                         label_smoothing=0.1, adam_eps=1e-3, grad_clip=1.0),
            # this project's first choices, before it followed the authors' script
@@ -102,12 +102,12 @@ RECIPES = {"authors100": {},
 # system
 seed = 0                  # the default init, the mimetic noise, the data order and augmentation
 device = ""               # "" = cuda if available, else mps if available, else cpu
-precision = "auto"        # auto (bf16 autocast on CUDA, fp32 elsewhere: most CPUs emulate bf16) | bf16 | fp32
-compile = "auto"          # torch.compile the model: auto (on CUDA only; a CPU gains nothing) | true | false
+precision = "auto"        # auto (bf16 autocast on CUDA, else fp32: most CPUs emulate bf16) | bf16 | fp32
+compile = "auto"          # torch.compile: auto (on CUDA only; a CPU gains nothing) | true | false
 eval_batch_size = 1024    # test images per forward pass
 log_interval = 50         # steps between log lines
-out_dir = ""              # "" = out/vit-<dataset>-<init>-seed<seed>; a new run refuses a folder holding another run
-resume = False            # continue from <out_dir>/ckpt.pt (the same settings, up to device, compile and logging)
+out_dir = ""              # "" = out/vit-<dataset>-<init>-seed<seed>; never another run's folder
+resume = False            # continue from <out_dir>/ckpt.pt (the same settings, up to RESUME_FREE's)
 stop_epoch = 0            # end this invocation after this epoch (0 = never); resume it later
 config_keys = [k for k, v in globals().items() if not k.startswith("_") and isinstance(v, (bool, int, float, str))]
 
@@ -156,7 +156,7 @@ class Attention(nn.Module):
     def __init__(self, width, heads):
         super().__init__()
         self.heads = heads
-        # one fused Linear; rows: q (head 0, head 1, ...), then k, then v, as timm's qkv / nanoGPT's c_attn
+        # one fused Linear; rows: q (head 0, 1, ...), then k, then v (timm's qkv, nanoGPT's c_attn)
         self.qkv = nn.Linear(width, 3 * width)
         self.proj = nn.Linear(width, width)
 
@@ -172,11 +172,11 @@ class Block(nn.Module):
         self.norm1 = nn.LayerNorm(width)
         self.attn = Attention(width, heads)
         self.norm2 = nn.LayerNorm(width)
-        self.mlp = nn.Sequential(OrderedDict(  # named, so that the state_dict keys are mlp.fc1.*, mlp.fc2.*
+        self.mlp = nn.Sequential(OrderedDict(  # state_dict keys mlp.fc1.*, mlp.fc2.*
             fc1=nn.Linear(width, mlp_ratio * width), gelu=nn.GELU(), fc2=nn.Linear(mlp_ratio * width, width)))
 
     def forward(self, x):
-        x = x + self.attn(self.norm1(x))  # pre-norm, so attention sees X after LayerNorm (Sec. 4, eq 8)
+        x = x + self.attn(self.norm1(x))  # pre-norm: attention sees X after LayerNorm (eq 8)
         return x + self.mlp(self.norm2(x))
 
 
@@ -186,7 +186,7 @@ class ViT(nn.Module):
         self.config = c = config
         self.patch_embed = nn.Linear(c.in_channels * c.patch_size ** 2, c.width)
         self.cls_token = nn.Parameter(torch.zeros(1, 1, c.width))
-        # position embeddings P (N, d) by token index: class token, then patches in raster order (1D: our choice)
+        # position embeddings P (N, d): class token, then patches in raster order (our choice)
         pos = torch.zeros(1, c.num_tokens, c.width)
         if c.pos_trainable:
             self.pos_embed = nn.Parameter(pos)
@@ -361,9 +361,8 @@ def build_model(cfg, num_classes):
 
 
 # -----------------------------------------------------------------------------
-# data: a dataset lives on the training device as uint8 (N, 3, 32, 32). TrainLoader augments the training batches
-# there at the images' own size (so that the transforms keep their CIFAR meaning), then they are resized to
-# image_size (Table 7).
+# data: a dataset lives on the training device as uint8 (N, 3, 32, 32). TrainLoader augments training
+# batches at the images' own size (the transforms keep their CIFAR meaning); resize() then scales them (Table 7).
 DATASETS = {  # name: (folder in the official python layout, file names, label key, classes)
     "cifar10": ("cifar-10-batches-py", [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"], "labels", 10),
     "cifar100": ("cifar-100-python", ["train", "test"], "fine_labels", 100)}
@@ -379,7 +378,7 @@ def load_dataset(name, root):
     if missing:
         download(name, root, base, missing)
     xs, ys = [], []
-    for f in files:  # pickled dicts of (N, 3072) uint8 rows and labels, read here so that copies work (no md5)
+    for f in files:  # pickled dicts of (N, 3072) uint8 rows and labels (no md5: copies work)
         path = os.path.join(base, f)
         try:
             with open(path, "rb") as fh:
@@ -425,10 +424,10 @@ class TrainLoader:
         self.x, self.y, self.cfg, self.dev, self.gen = x.to(dev), y.to(dev), cfg, dev, gen
         self.mean, self.std = norm_stats(mean_std, dev)
         self.steps = len(x) // cfg.batch_size  # the last partial batch is dropped (fixed shapes)
-        self.one = torch.empty(x.shape[1:], dtype=torch.uint8)  # what the transforms' draws read: one image's size
+        self.one = torch.empty(x.shape[1:], dtype=torch.uint8)  # the size the draws read
         self.crop = T.RandomResizedCrop(x.shape[-2:], scale=(cfg.crop_scale, 1.0), ratio=(1.0, 1.0))
         self.ra = T.RandAugment(num_ops=1, magnitude=cfg.ra_m)
-        self.ops = []  # (op, magnitude, signed) from torchvision's table (private: the bit-for-bit test guards it)
+        self.ops = []  # (op, magnitude, signed), torchvision's table (private: a test guards it)
         for op, (magnitudes, signed) in self.ra._AUGMENTATION_SPACE.items():
             m = magnitudes(self.ra.num_magnitude_bins, *x.shape[-2:])
             self.ops.append((op, 0.0, False) if m is None else (op, float(m[cfg.ra_m]), signed))
@@ -459,13 +458,13 @@ class TrainLoader:
                      else None}  # RandomErasing's coin, then its box (and noise)
             per_image += [chunk] * cfg.ra_chunk
         cutout = None
-        if cfg.cutout > 0:  # DeVries & Taylor 2017: a square centred anywhere, clipped at the border
+        if cfg.cutout > 0:  # a square centred anywhere, clipped at the border
             top, left = torch.randint(H, (B, 1)) - cfg.cutout // 2, torch.randint(W, (B, 1)) - cfg.cutout // 2
             rows, cols = torch.arange(H) - top, torch.arange(W) - left  # (B, H), (B, W)
             cutout = ((rows >= 0) & (rows < cfg.cutout))[:, None, :, None] & ((cols >= 0) & (cols < cfg.cutout))[:, None, None]
         return flip, per_image[:B], cutout
 
-    def draw_op(self):  # one RandAugment op as T.RandAugment's forward draws it (T.RandomApply's coin first)
+    def draw_op(self):  # a RandAugment op as T.RandAugment draws it (T.RandomApply's coin first)
         if self.cfg.ra_p < 1 and torch.rand(1) >= self.cfg.ra_p:
             return None
         op, magnitude, signed = self.ops[int(torch.randint(len(self.ops), ()))]
@@ -480,15 +479,15 @@ class TrainLoader:
                 x[n] = self.crop.transform(x[n], dict(box))
         for layer in range(self.cfg.ra_n):
             for op, n in groups(d["ops"][layer] for d in per_image):
-                if op is not None:  # torchvision's call that applies an op (private: the test guards it)
+                if op is not None:  # torchvision's own call (private: a test guards it)
                     x[n] = self.ra._apply_image_or_video_transform(x[n], *op, self.ra.interpolation, self.ra._fill)
         if self.cfg.jitter > 0:
             x = jitter_batch(x, [d["jitter"] for d in per_image])
         x = (x.float() / 255.0 - self.mean) / self.std
         for n, e in enumerate(d["erase"] for d in per_image):
-            if e is not None and e["v"] is not None:  # the box, filled with 0 or noise (v None: no box fitted)
+            if e is not None and e["v"] is not None:  # v None: no box fitted in 10 tries
                 x[n, :, e["i"]:e["i"] + e["h"], e["j"]:e["j"] + e["w"]] = e["v"].to(self.dev)
-        return x if cutout is None else x.masked_fill(cutout.to(self.dev), 0.0)  # Cutout: 0, the mean
+        return x if cutout is None else x.masked_fill(cutout.to(self.dev), 0.0)  # 0: the mean
 
 
 def groups(keys):
@@ -504,11 +503,11 @@ def jitter_batch(x, params):
     blend each image with black, its grey mean or its grey (torchvision's _blend: x r + other (1 - r), one rounding)."""
     for order, n in groups(tuple(p["fn_idx"].tolist()) for p in params):
         y = x[n]
-        for fn in [fn for fn in order if fn < 3]:  # 0 brightness, 1 contrast, 2 saturation (3, hue: not drawn)
+        for fn in [fn for fn in order if fn < 3]:  # 0 brightness, 1 contrast, 2 saturation, 3 hue
             key = ("brightness_factor", "contrast_factor", "saturation_factor")[fn]
             r = torch.tensor([params[i][key] for i in n.tolist()], dtype=torch.float64).view(-1, 1, 1, 1)
-            r, rest = r.float().to(x.device), (1 - r).float().to(x.device)  # 1 - r in float64, as _blend's Python
-            grey = y[:, 0].mul(0.2989).add_(y[:, 1], alpha=0.587).add_(y[:, 2], alpha=0.114)[:, None].floor_()  # ITU-R 601
+            r, rest = r.float().to(x.device), (1 - r).float().to(x.device)  # 1 - r in float64, as _blend
+            grey = y[:, 0].mul(0.2989).add_(y[:, 1], alpha=0.587).add_(y[:, 2], alpha=0.114)[:, None].floor_()
             other = (torch.zeros((), device=x.device), grey.mean(dim=(1, 2, 3), keepdim=True), grey)[fn]
             y = torch.addcmul(y.mul(r), other, rest).clamp_(0, 255).to(torch.uint8)
         x[n] = y
@@ -568,7 +567,7 @@ def get_lr(step, total_steps, cfg):
             if t <= t1:
                 return lr0 + (lr1 - lr0) * (t - t0) / (t1 - t0)
         return 0.0
-    warmup_steps = max(1, round(cfg.warmup_frac * total_steps))  # cosine (recipe v1): linear warmup, then cosine to 0
+    warmup_steps = max(1, round(cfg.warmup_frac * total_steps))  # cosine (v1): warmup, then cosine
     if step < warmup_steps:
         return cfg.lr * (step + 1) / warmup_steps
     return cfg.lr * 0.5 * (1 + math.cos(math.pi * (step - warmup_steps) / max(1, total_steps - warmup_steps)))
@@ -590,7 +589,7 @@ def train(model, data, mean_std, cfg, dev, amp, ckpt=None):
     """AdamW on data = (train_x, train_y, test_x, test_y), uint8 (training set on the CPU, test set on the device),
     normalised by mean_std; evaluates and checkpoints every epoch. Returns the history, or None after --stop_epoch."""
     train_x, train_y, test_x, test_y = data
-    train_x, train_y = train_x[:cfg.train_subset or None], train_y[:cfg.train_subset or None]  # 0: all
+    train_x, train_y = train_x[:cfg.train_subset or None], train_y[:cfg.train_subset or None]
     if len(train_x) < cfg.batch_size:
         raise SystemExit(f"error: {len(train_x):,} training images but batch_size {cfg.batch_size}: lower --batch_size")
     opt = make_optimizer(model, cfg.lr, cfg.weight_decay, dev, cfg.decay_all, cfg.adam_eps)
@@ -631,7 +630,7 @@ def train(model, data, mean_std, cfg, dev, amp, ckpt=None):
         if not math.isfinite(test_loss):  # never checkpoint weights that evaluate to NaN
             raise SystemExit(f"error: the test loss is not finite after epoch {epoch}; the last good checkpoint, if "
                              f"any, is kept in {cfg.out_dir}. Try a lower --lr in a new --out_dir")
-        elapsed = round((history[-1]["elapsed_s"] if history else 0.0) + time.perf_counter() - t0, 3)  # ms: not 0
+        elapsed = round((history[-1]["elapsed_s"] if history else 0.0) + time.perf_counter() - t0, 3)
         history.append({"epoch": epoch, "train_loss": loss_sum / n, "train_acc": 100 * hits / n, "test_loss": test_loss,
                         "test_acc": test_acc, "elapsed_s": elapsed})
         progress.print(f"epoch {epoch}/{cfg.epochs} | train loss {loss_sum / n:.4f} | test loss {test_loss:.4f} | "
@@ -671,7 +670,7 @@ def main(argv=None):
 
 
 # =============================================================================
-# tail: machinery the paper does not define (arguments, run folder, checkpoints and results, device, progress)
+# tail: machinery the paper does not define (arguments, run folder, checkpoints, results, device, progress)
 CHOICES = {"init": INITS, "dataset": tuple(DATASETS), "pos_emb": ("sinusoidal", "learned", "sincos2d"), "vo_sign": (-1, 1),
            "schedule": ("onecycle", "cosine"), "recipe": tuple(RECIPES), "precision": ("auto", "bf16", "fp32"),
            "compile": ("auto", "true", "false"), "erase_fill": ("zero", "noise")}
@@ -680,7 +679,7 @@ RANGES = {**dict.fromkeys(("width", "depth", "heads", "patch_size", "mlp_ratio",
           "reprob": (0, 1), "ra_p": (0, 1), "label_smoothing": (0, 1)}  # every other number: 0 or more
 BOOLS = {"true": True, "1": True, "false": False, "0": False}
 RESUME_FREE = {"resume", "stop_epoch", "compile", "device", "eval_batch_size", "log_interval", "data_dir", "out_dir",
-               "workers"}  # workers: augmenting processes, retired with TrainLoader (the batches never depended on it)
+               "workers"}  # workers: retired augmenting processes (the batches never depended on them)
 
 
 def parse_config(argv):
@@ -695,8 +694,8 @@ def parse_config(argv):
         raise SystemExit(0)
     defaults = {k: globals()[k] for k in config_keys}
     given = parse_args(argv, defaults)
-    recipe = RECIPES.get(given.get("recipe", defaults["recipe"]), {})  # an unknown name: CHOICES says so below
-    cfg = SimpleNamespace(**{**defaults, **recipe, **given})  # a key given wins over its recipe's, that over the default
+    recipe = RECIPES.get(given.get("recipe", defaults["recipe"]), {})  # unknown: CHOICES says so below
+    cfg = SimpleNamespace(**{**defaults, **recipe, **given})  # given, over the recipe, over the default
     for key, value in vars(cfg).items():  # one of its CHOICES, else a number within its RANGES (else 0 or more)
         low, high = RANGES.get(key, (0, math.inf))
         if key in CHOICES and value not in CHOICES[key]:
@@ -740,7 +739,7 @@ def open_run(cfg):
         if found:
             raise SystemExit(f"error: {cfg.out_dir} already holds {', '.join(found)} of another run: continue it "
                              f"with --resume=True, or pass another --out_dir")
-        return None  # the folder is made by the first checkpoint: a run that fails before it leaves nothing
+        return None  # the first checkpoint makes the folder: a run failing before it leaves nothing
     if "ckpt.pt" not in found:
         raise SystemExit(f"error: --resume=True but there is no checkpoint at {cfg.out_dir}/ckpt.pt: check --out_dir")
     ckpt = load_checkpoint(os.path.join(cfg.out_dir, "ckpt.pt"))
@@ -757,13 +756,11 @@ def load_checkpoint(path):
     only tensors, numbers, strings and containers (all that a checkpoint holds): a file from elsewhere runs no code."""
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError as e:  # what weights_only raises, with a long message, also for damaged bytes
-        raise SystemExit(f"error: {path} is not a readable checkpoint: damaged, or holding objects other than tensors, "
-                         f"numbers, strings and containers (this program's never do): put back a good copy, or start "
-                         f"afresh with another --out_dir") from e
-    except Exception as e:  # truncated or overwritten: torch raises many kinds; repr keeps it one line
-        raise SystemExit(f"error: {path} is not a readable checkpoint ({e!r}): put back a good copy, or start "
-                         f"afresh with another --out_dir") from e
+    except Exception as e:  # torch raises many kinds; weights_only's UnpicklingError has a long message
+        why = "damaged, or holding objects other than tensors, numbers, strings and containers" \
+            if isinstance(e, pickle.UnpicklingError) else repr(e)  # repr: one line
+        raise SystemExit(f"error: {path} is not a readable checkpoint ({why}): put back a good copy, or start afresh "
+                         f"with another --out_dir") from e
 
 
 def save_checkpoint(cfg, model, opt, data_rng, state, dev):

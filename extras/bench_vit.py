@@ -9,7 +9,8 @@ augmentation alone on random uint8 32x32 images: mimetic_vit.TrainLoader's draws
 loader's batches (draws, then applied on the device) after 5 of them, and how far they are from the same draws
 applied on the CPU (bit for bit there: test_mimetic.py); then the whole step, loader and model,
 as train() runs it; then what train() does between two epochs (a test pass over 10,000 images, eager and, if compiled,
-compiled; a checkpoint write), beside an epoch at the whole step's rate. The last line is
+compiled; a checkpoint write), beside an epoch at the whole step's rate; then attention alone at the model's
+shape under each scaled_dot_product_attention backend (torch's own choice first). The last line is
 
     benchmark: N img/s | X TFLOP/s (model matmuls) | <hardware> | <precision> | compile <bool> | width .. batch ..
 
@@ -61,6 +62,23 @@ def seconds_per_call(fn, sync, steps=20, warmup=5):
         fn()
     sync()
     return (time.perf_counter() - t0) / steps
+
+
+def attention_ms(shape, dtype, dev, sync):
+    """ms per forward and backward of scaled_dot_product_attention at (B, heads, tokens, head dim), torch's own
+    choice first, then each backend forced; a backend that refuses the shape or device is left out."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    q, k, v = (torch.randn(shape, device=dev, dtype=dtype, requires_grad=True) for _ in range(3))
+    ms = {}
+    for backend in (None, SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.CUDNN_ATTENTION,
+                    SDPBackend.MATH):
+        try:
+            with sdpa_kernel(backend) if backend else torch.enable_grad():  # None: torch's own choice
+                ms[backend.name.lower() if backend else "default"] = 1000 * seconds_per_call(
+                    lambda: F.scaled_dot_product_attention(q, k, v).sum().backward(), sync, steps=10, warmup=2)
+        except RuntimeError:  # "No available kernel" for this shape, dtype or device
+            pass
+    return ms
 
 
 def main(argv=None):
@@ -134,6 +152,9 @@ def main(argv=None):
     print(f"between epochs: test pass {test_s:.2f} s{compiled_test}, checkpoint {save_s:.2f} s, "
           f"{100 * (test_s + save_s) / (epoch_s + test_s + save_s):.1f}% of an epoch of {epoch_s:.1f} s at the whole "
           f"step's rate")
+    shape = (cfg.batch_size, c.heads, c.num_tokens, c.width // c.heads)
+    ms = attention_ms(shape, torch.bfloat16 if prec.startswith("bf16") else torch.float32, dev, sync)
+    print(f"attention {shape}, forward and backward: " + ", ".join(f"{k} {v:.2f} ms" for k, v in ms.items()))
     print(f"benchmark: {ips:.0f} img/s | {ips * train_flops_per_image(c) / 1e12:.2f} TFLOP/s (model matmuls) | "
           f"{mv.hardware(dev)} | {prec} | compile {compiled} | width {c.width} depth {c.depth} heads {c.heads} "
           f"patch {c.patch_size} image {c.image_size} batch {cfg.batch_size}")

@@ -10,7 +10,8 @@ Run from the repository root (GPU; add --init=default for the base column):
     python extras/table4.py --dataset=svhn --hflip=False      # digits: no flips (README.md, "Choices")
     python extras/table4.py --dataset=tinyimagenet            # patch 4 on 64x64 images: 256 patches + class token
 CPU smoke run (checks that everything runs, not a result; on 5,000 synthetic JPEGs in /tmp/tin, written by
-results/scripts/make_synthetic_folder.py, it took 1.1 min on one core when the program itself read Tiny ImageNet:
+make_synthetic_folder.py of results/scripts/ at 36726b4, it took 1.1 min on one core when the program itself read
+Tiny ImageNet:
 results/cpu-tinyimagenet-synthetic-p4-w64d2h2-e1-mimetic/):
     python extras/table4.py --dataset=tinyimagenet --data_dir=/tmp/tin --width=64 --depth=2 --heads=2 --epochs=1 \
         --batch_size=128

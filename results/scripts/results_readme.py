@@ -1,12 +1,12 @@
-"""Refresh the generated blocks of results/README.md, Markdown that a person edits: only what stands between
-`<!-- begin: NAME -->` and `<!-- end: NAME -->` is rewritten, from the results files and logs under results/.
+"""Refresh the generated blocks of results/README.md and results/INVESTIGATIONS.md, Markdown that a person edits:
+only what stands between `<!-- begin: NAME -->` and `<!-- end: NAME -->` is rewritten, from the files under results/.
 
-    python results/scripts/results_readme.py            # refresh every block in place (from any folder)
+    python results/scripts/results_readme.py            # refresh every block of both pages in place (from any folder)
     python results/scripts/results_readme.py --check    # exit 1, naming each stale block (extras/test_extras.py)
 
-NAME is one of BLOCKS below (a table, a sentence's numbers, the contents, the index of every folder that git tracks
-under results/, new ones included), `table <function of laptop_tables.py>`, `lines <file under results/> <regex>`
-(its matching lines, quoted) or `count <file> <regex>`. A block whose begin marker ends its line is a paragraph.
+NAME is one of BLOCKS below (a table, a sentence's numbers, a page's contents, README.md's index of every folder that
+git tracks under results/), `table <function of laptop_tables.py>`, `lines <file under results/> <regex>` (its
+matching lines, quoted) or `count <file> <regex>`. A block whose begin marker ends its line is a paragraph.
 """
 import glob
 import itertools
@@ -20,7 +20,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import laptop_tables as lt  # noqa: E402
 
-OUT = "results/README.md"
+OUT, INV = "results/README.md", "results/INVESTIGATIONS.md"  # the pages; the index is OUT's, of both pages' sections
 BLOCK = re.compile(r"<!-- begin: (.+?) -->(.*?)<!-- end: \1 -->", re.S)
 PAPER_T1 = {"mimetic": 90.78, "default": 86.07}  # the paper's Table 1, ViT-Tiny (192/12/3) after 100 epochs
 
@@ -29,16 +29,22 @@ done, cell, arm, table, epochs = lt.done, lt.cell, lt.arm, lt.table, lt.epochs
 
 
 def log_lines(path):
-    with open(path) as f:
-        return f.read().splitlines()
+    return open(path).read().splitlines()
 
 
 def lines(path, pattern, inline=False):
     """The lines of results/<path> that match pattern: joined in a sentence, or quoted below a link to the file."""
     found = [line.rstrip() for line in log_lines(f"results/{path}") if re.search(pattern, line)]
-    if inline:
-        return "; ".join(found)
-    return f"[{path}]({path}):\n\n" + "\n".join("    " + line for line in found)
+    return "; ".join(found) if inline else f"[{path}]({path}):\n\n" + "\n".join("    " + line for line in found)
+
+
+def span(xs, digits=2):
+    return f"{min(xs):.{digits}f}-{max(xs):.{digits}f}"
+
+
+def step_loss(log, n):
+    """The loss on the line of step n of a log, as printed."""
+    return next(line for line in log_lines(log) if line.startswith(f"step {n}/")).split(" | ")[2].split()[-1]
 
 
 def pace(log):
@@ -47,7 +53,6 @@ def pace(log):
     return 60 * (e[max(e)][2] - e[1][2]) / (max(e) - 1)
 
 
-# ==================================================================================================
 # The recipe comparison and the laptop tables
 
 D12 = "results/cpu-cifar10jpeg-w96d12h3p4-50k-e4"  # depth 12, 4 epochs: <D12>[-authors[-v1aug]]-<arm>-seed<k>
@@ -55,8 +60,7 @@ D4 = "results/cpu-cifar10jpeg-w96d4h3p4-50k-e2"  # the laptop recipe: <D4>-autho
 
 
 def attention_logs():
-    """{run folder name: {"acc", "loss", "mean", "lowest", "largest", "log"}} from every
-    results/cpu-attention-entropy-*/log.txt (results/scripts/attention_entropy.py's output)."""
+    """{run: {"acc", "loss", "mean", "lowest", "largest", "log"}} from attention_entropy.py's logs (results/scripts/ at 36726b4)."""
     runs, keys = {}, ("acc", "loss", "mean", "lowest", "largest")
     for log in sorted(glob.glob("results/cpu-attention-entropy-*/log.txt"), key=os.path.dirname):
         for name, *values in re.findall(r"(\S+): test acc ([\d.]+), train loss ([\d.]+)\n(?:.*\n)*?\s+mean entropy "
@@ -94,13 +98,12 @@ def recipe_seed0():
 
 
 def recipe_laptop():
-    """The laptop recipe under each recipe, over the seeds both arms have finished."""
+    """The laptop recipe under each recipe, seeds 0-4."""
     rows = []
-    for label, p in (("ours (the old recipe; [Table 1](#laptop-scale-table-1))", f"{D4}-tvra"),
+    for label, p in (("ours (the old recipe; [Table 1](README.md#laptop-scale-table-1))", f"{D4}-tvra"),
                      ("the authors' script's defaults (`--recipe=authors`)", f"{D4}-authors"),
                      ("the authors' 100-epoch augmentation (the default since, `authors100`)", f"{D4}-authors100")):
-        both = [s for s in range(5) if done(f"{p}-default-seed{s}") and done(f"{p}-mimetic-seed{s}")]
-        rows.append(lt.pair_row(label, *lt.pair(p, both)) if both else [label, "running", "running", "-"])
+        rows.append(lt.pair_row(label, *lt.pair(p, range(5))))
     return table(["recipe", "default init", "mimetic init", "gap, paired (± SE)"], rows)
 
 
@@ -125,11 +128,10 @@ def e16_leads():
 
 def d12_seed0():
     """The depth-12 pair of seed 0 at lr 3e-3: the loss at steps 50 and 150, from the logs' step lines."""
-    loss = {(a, s): float(line.split(" | ")[2].split()[-1]) for a in ("default", "mimetic")
-            for line in log_lines(f"{D12}-{a}-seed0/log.txt") for s in (50, 150) if line.startswith(f"step {s}/")}
-    return (f"lower at step 50 ({loss['mimetic', 50]:.4f} against {loss['default', 50]:.4f}), then rises to "
-            f"{loss['mimetic', 150]:.4f} at step 150 as the rate reaches its peak, while the default init's falls to "
-            f"{loss['default', 150]:.4f}")
+    loss = {(a, s): step_loss(f"{D12}-{a}-seed0/log.txt", s) for a in ("default", "mimetic") for s in (50, 150)}
+    return (f"lower at step 50 ({loss['mimetic', 50]} against {loss['default', 50]}), then rises to "
+            f"{loss['mimetic', 150]} at step 150 as the rate reaches its peak, while the default init's falls to "
+            f"{loss['default', 150]}")
 
 
 def attention():
@@ -164,7 +166,6 @@ def word_valid():
     return f"within {apart:.1f} of each other after every epoch of every seed (on average {level} after epochs 1-3)"
 
 
-# ==================================================================================================
 # GPU runs
 
 GPU1, GPU3 = lt.GPU1, "results/gpu-h100-table1-authors-partial"  # Table 1's pair: recipe v1 (H200), authors' (H100)
@@ -196,61 +197,76 @@ def gpu_lead(folder=GPU3):
     late = [g for n, g in gap.items() if n >= 50]
     last = max(gap)
     short = [PAPER_T1[a] - e[last][1] for a, e in (("mimetic", m), ("default", d))]
-    return (f"leads at {len(gap) - len(behind)} of the {len(gap)} epochs (behind by "
-            f"{min(-gap[n] for n in behind):.2f}-{max(-gap[n] for n in behind):.2f} at epochs "
-            f"{', '.join(map(str, behind))}), by {min(late):.2f}-{max(late):.2f} from epoch 50 on (mean "
+    return (f"leads at {len(gap) - len(behind)} of the {len(gap)} epochs (behind by {span([-gap[n] for n in behind])} "
+            f"at epochs {', '.join(map(str, behind))}), by {span(late)} from epoch 50 on (mean "
             f"{sum(late) / len(late):.2f}), and by {gap[last]:.2f} at epoch {last}, against the paper's "
             f"+{PAPER_T1['mimetic'] - PAPER_T1['default']:.2f} at epoch 100. At epoch {last} both arms are "
-            f"{min(short):.1f}-{max(short):.1f} points short of the paper's final numbers")
-
-
-def gpu_step97():
-    """The first pair's loss at step 97, the end of its first epoch: mimetic against default."""
-    loss = [next(x for x in log_lines(f"{GPU1}/log-{a}.txt") if x.startswith("step 97/")).split(" | ")[2].split()[-1]
-            for a in ("mimetic", "default")]
-    return f"{loss[0]} against {loss[1]} at step 97"
+            f"{span(short, 1)} points short of the paper's final numbers")
 
 
 def gpu_stall():
-    """The first pair's train loss over epochs 4-16: the mimetic arm's range, the default arm's fall."""
+    """The first pair: the loss at step 97, the end of its first epoch; the train loss over epochs 4-16."""
     m, d = (epochs(f"{GPU1}/log-{a}.txt") for a in ("mimetic", "default"))
-    flat = [m[n][0] for n in range(4, 17)]
-    return f"train loss {min(flat):.2f}-{max(flat):.2f} from epoch 4 to 16, while the default init's fell from " \
-           f"{d[4][0]:.2f} to {d[16][0]:.2f}"
+    loss = [step_loss(f"{GPU1}/log-{a}.txt", 97) for a in ("mimetic", "default")]
+    return (f"loss {loss[0]} against {loss[1]} at step 97; train loss {span([m[n][0] for n in range(4, 17)])} from "
+            f"epoch 4 to 16, while the default init's fell from {d[4][0]:.2f} to {d[16][0]:.2f}")
+
+
+def gpu_eval():
+    """The default recipe's pair on the real test images and their JPEG twins (extras/evaluate_vit.py)."""
+    out = []
+    for a in ("mimetic", "default"):
+        ev = json.load(open(f"{GPU4}/evaluate-{a}.json"))
+        real, jpeg = ev["rows"][:2]
+        out.append(f"{a} (epoch {ev['epoch']}) {real['test_acc']:.2f} real, {jpeg['test_acc']:.2f} JPEG, JPEG minus "
+                   f"real {jpeg['minus_first']:+.2f} ± {jpeg['minus_first_se']:.2f} (paired)")
+    return "; ".join(out)
 
 
 SCREEN = "results/gpu-h200-screen-e40-default"
 
 
 def screen():
-    """The GPU screen of augmentation recipes: each run's flags, its test accuracy on the JPEG copy, and what
-    extras/evaluate_vit.py measured on the real test images and their JPEG twins."""
+    """The GPU screen: each run's flags, its test accuracy, and extras/evaluate_vit.py's on real and JPEG images."""
     rows = []
-    for name in sorted(os.listdir(SCREEN)):
-        path = f"{SCREEN}/{name}"
-        if not done(path):
-            continue
+    for path in sorted(p for p in glob.glob(f"{SCREEN}/*") if done(p)):
         r, ev = lt.read(path), json.load(open(f"{path}/evaluate.json"))
         tokens = r["command"].split()
         flags = " ".join(t for t in tokens[2:] + recipe_flags(tokens, r["config"])
                          if not t.startswith(("--out_dir", "--init", "--epochs")))
-        real, jpeg = ev["rows"][0], ev["rows"][1]
-        rows.append([f"[{name}]({path}/results.json)", f"`{flags}`",
+        real, jpeg = ev["rows"][:2]
+        rows.append([f"[{os.path.basename(path)}]({path}/results.json)", f"`{flags}`",
                      f"{lt.metric(path):.2f}", f"{real['test_acc']:.2f}", f"{jpeg['test_acc']:.2f}",
                      f"{jpeg['minus_first']:+.2f} ± {jpeg['minus_first_se']:.2f}", f"{r['wall_time_s'] / 60:.1f}"])
     return table(["recipe", "flags beyond `python mimetic_vit.py --init=default --epochs=40`",
                   f"test acc, JPEG copy ({ev['rows'][2]['images']:,})", f"real test images ({real['images']:,})",
-                  "their JPEG twins",
-                  "JPEG - real, paired (± SE)", "minutes"], rows)
+                  "their JPEG twins", "JPEG - real, paired (± SE)", "minutes"], rows)
 
 
+def proxy_seeds(seeds=range(3)):
+    """The overfitting proxy seed by seed (then its 512-image variant): each candidate minus today's default, and each
+    run's best / train - test / lowest test loss at epoch (laptop_tables.fit); below, how many differences are < 0."""
+    rows, diffs = [], []
+    for (name, label), a in itertools.product(lt.CANDIDATES, ("default", "mimetic")):
+        runs, ref = (lt.seeded(f"{lt.PROXY}-{n}-{a}", seeds) for n in (name, lt.CANDIDATES[0][0]))
+        d = [lt.metric(p) - lt.metric(r) for p, r in zip(runs, ref)] if runs != ref else []
+        diffs += d
+        rows.append([label, a, " / ".join(f"{x:+.2f}" for x in d) or "(reference)"] + [lt.fit([p]) for p in runs])
+    rows.append([f"[512 images, 300 epochs]({PROXY512}/results.json)", "default", "", lt.fit([PROXY512]), "", ""])
+    up = [x for x in diffs if x > 0]
+    head = ["candidate", "init", "minus today's default, seeds 0 / 1 / 2"] + [
+        f"seed {k}: best / train - test / lowest test loss at epoch" for k in seeds]
+    return table(head, rows) + (f"\n\n{len(diffs) - len(up)} of the {len(diffs)} differences are negative; of the "
+                                f"{len(up)} others, {sum(x < 1 for x in up)} are under 1 point.")
+
+
+PROXY512 = "results/cpu-pair5kjpeg-w96d4h3p4-512-e300-b64-authors100-default-seed0"
 PAIR5K = "results/cpu-pair5k{}-w96d4h3p4-e15-{}-seed{}"  # make_pair.py's lossless/ and jpeg/ folders: train on, seed
 
 
 def jpeg_cost(seeds=range(3)):
-    """What the JPEG copy costs: the laptop model trained on the real pixels or on the JPEG twins of the same 5,085
-    images, each tested (extras/evaluate_vit.py) on the 1,017 real test images and on their JPEG twins; then the
-    penalties, paired by init and seed (mean ± SE over the pairs)."""
+    """What the JPEG copy costs: the laptop model trained on real or JPEG images of data/pair5k, each tested on both
+    test sets (extras/evaluate_vit.py); then the penalties, paired by init and seed (mean ± SE over the pairs)."""
     acc = {}  # (trained on, tested on): {(init, seed): test accuracy}
     for train, a, s in itertools.product(("lossless", "jpeg"), ("default", "mimetic"), seeds):
         path = PAIR5K.format(train, a, s)
@@ -259,8 +275,6 @@ def jpeg_cost(seeds=range(3)):
             acc.setdefault((train, os.path.basename(row["data_dir"])), {})[a, s] = row["test_acc"]
     ways = [("lossless", "lossless"), ("lossless", "jpeg"), ("jpeg", "lossless"), ("jpeg", "jpeg")]
     pairs = sorted(set.intersection(*(set(acc.get(w, {})) for w in ways)))
-    if len(pairs) < 2:
-        return "(fewer than two runs have finished)"
     name, rows = {"lossless": "real", "jpeg": "JPEG"}, []
     for t, u in ways:
         arms = [[acc[t, u][p] for p in pairs if p[0] == a] for a in ("default", "mimetic")]
@@ -273,7 +287,6 @@ def jpeg_cost(seeds=range(3)):
     return table(["trained on -> tested on", "default init", "mimetic init"], rows)
 
 
-# ==================================================================================================
 # Speed and precision
 
 SPEED_LOGS = {  # log: what it is (the index gives each folder's commands)
@@ -336,7 +349,6 @@ def precision():
     return table(["program", "`--precision`", "metric", "seeds 0 / 1", "seconds of training, seeds 0 / 1"], rows)
 
 
-# ==================================================================================================
 # Older runs and checks
 
 
@@ -351,7 +363,7 @@ CHECKS = [  # (results folder, what it checked); each run's command is in its re
     ("results/cpu-ptbchar-w128d4h4s128-900k-e3-mimetic", "the same, mimetic init"),
     ("results/cpu-cifar10jpeg-table7-p8-i64-w64d2h2-2k-e1-mimetic", "Table 7's resize trains (one epoch)"),
     ("results/cpu-tinyimagenet-synthetic-p4-w64d2h2-e1-mimetic",
-     "the Tiny ImageNet reader on a synthetic folder (`results/scripts/make_synthetic_folder.py`), chance 0.5%"),
+     "the Tiny ImageNet reader on a synthetic folder (`make_synthetic_folder.py` of results/scripts/ at `36726b4`), chance 0.5%"),
     ("results/cpu-smoke-vit", "the vision program's smoke run"),
     ("results/cpu-smoke-lm", "the language program's smoke run"),
 ]
@@ -367,10 +379,9 @@ def checks():
     return table(["what", "command", "hardware", "test", "minutes"], rows)
 
 
-# ==================================================================================================
 # The index: every folder under results/
 
-AE, SCRIPTS = "`python results/scripts/attention_entropy.py <run folder> ...`", "of results/scripts/ at `6794749`"
+AE, SCRIPTS = "`attention_entropy.py <run folder> ...` of results/scripts/ at `36726b4`", "of results/scripts/ at `6794749`"
 BENCH = "`python extras/bench_vit.py --batch_size=32`, `python extras/bench_lm.py --batch_size=2`"
 PAIR = "`snapshot.py`, `tinyrun.py` of results/scripts/ at `3c8c120`"  # bit_identity.py since
 MADE_BY = {  # folder: what made it, for the folders that hold no results.json of a run
@@ -378,8 +389,8 @@ MADE_BY = {  # folder: what made it, for the folders that hold no results.json o
     "cpu-augmentation-rate": "`python extras/bench_vit.py` at a toy model's shapes, `--device=cpu` (its log)",
     "cpu-bench-after-rewrite": f"{BENCH} (its README.txt)", "cpu-bench-xeon": f"{BENCH} (its README.txt)",
     "cpu-bit-identity-48cf082-e2bf536": f"{PAIR} (its log)", "cpu-bit-identity-465f414-48868a7": f"{PAIR} (its log)",
-    "cpu-skeleton-bit-identity": f"{PAIR} (its log)",
-    "seeded-weights": "`snapshot.py` (its log)", "cpu-broken-files": "`bash results/scripts/broken_files.sh`",
+    "cpu-skeleton-bit-identity": f"{PAIR} (its log)", "seeded-weights": "`snapshot.py` (its log)",
+    "cpu-broken-files": "`broken_files.sh` of results/scripts/ at `36726b4`",
     "cpu-mutation-check": "`python results/scripts/mutation_check.py`",
     "cpu-epoch-time-before-after": "the laptop recipe, `--stop_epoch=1`, two checkouts side by side (its README.txt)",
     "cpu-epoch-time-minimal": f"the same; `modelbench.py`, `stepbench.py` {SCRIPTS} (its README.txt)",
@@ -419,8 +430,7 @@ def recipe_flags(tokens, config):
 
 
 def command_template(paths):
-    """The commands of a group of runs as one: a key whose value differs between runs reads --key=<a|b|...>;
-    --out_dir is dropped (the folder is the link). Runs with other keys give a template of their own."""
+    """The runs' commands as one, --key=<a|b|...> where they differ, --out_dir dropped; other keys, another one."""
     groups = {}
     for p in paths:
         res = lt.read(p)
@@ -448,12 +458,12 @@ def sections(text):
 
 
 def index(text):
-    """One row per group of folders (the runs of one setting: a name up to -<init>-seed<k>): the folders, linked,
-    what made them, and the sections that link them."""
+    """One row per setting (a name up to -<init>-seed<k>): its folders, what made them, the sections that link them."""
     groups = {}
     for f in folders():
         groups.setdefault(re.sub(r"(-(default|mimetic))?(-seed\d+)?$", "", f), []).append(f)
-    parts = sections(text)
+    parts = [(t, s, "") for t, s in sections(text)] + [(t, s, "INVESTIGATIONS.md") for t, s in
+                                                          sections(refresh(open(INV).read()))]
     rows = []
     for key, group in groups.items():
         runs = [r for f in group for r in runs_of(f)]
@@ -462,9 +472,9 @@ def index(text):
             "(its files)") for f in group)
         links = " · ".join(f"[{f[len(key) + 1:] or f}/]({f}/)" for f in group) if len(group) > 1 else \
             f"[{group[0]}/]({group[0]}/)"
-        used = dict.fromkeys(t for f in group for t, s in parts if t != "Index of folders" and f"({f}/" in s)
+        used = dict.fromkeys((t, p) for f in group for t, s, p in parts if t != "Index of folders" and f"({f}/" in s)
         rows.append([(f"`{key}-*`: " if len(group) > 1 else "") + links, made_by,
-                     ", ".join(f"[{t}](#{slug(t)})" for t in used) or "this index only"])
+                     ", ".join(f"[{t}]({p}#{slug(t)})" for t, p in used) or "this index only"])
     return table(["folders", "made by", "used in"], rows)
 
 
@@ -472,14 +482,14 @@ def contents(text):
     return "\n".join(f"- [{t}](#{slug(t)})" for t, _ in sections(text))
 
 
-# ==================================================================================================
 
 BLOCKS = {
     "recipe-d12": recipe_d12, "recipe-seed0": recipe_seed0, "recipe-laptop": recipe_laptop, "checks": checks,
     "table1-earlier": table1_earlier, "e16-leads": e16_leads, "d12-seed0": d12_seed0, "attention": attention,
     "small-emb": small_emb, "word-valid": word_valid, "gpu-recipes": gpu_recipes, "gpu-lead": gpu_lead,
-    "gpu-lead-100": lambda: gpu_lead(GPU4), "gpu-step97": gpu_step97, "gpu-stall": gpu_stall, "screen": screen,
+    "gpu-lead-100": lambda: gpu_lead(GPU4), "gpu-stall": gpu_stall, "screen": screen,
     "jpeg-cost": jpeg_cost, "benchmarks": benchmarks, "versus": versus, "precision": precision, "older-vit": older_vit,
+    "gpu-eval": gpu_eval, "proxy-seeds": proxy_seeds,
 }
 TEXT_BLOCKS = {"contents": contents, "index": index}  # blocks computed from the rest of the file
 
@@ -498,7 +508,7 @@ def compute(name, text, inline):
         out = lines(path, pattern, inline) if kind == "lines" else \
             str(sum(bool(re.search(pattern, line)) for line in log_lines(f"results/{path}")))
     else:
-        sys.exit(f"error: {OUT} has a block named {name!r}, which results/scripts/results_readme.py does not know")
+        sys.exit(f"error: a page has a block named {name!r}, which results/scripts/results_readme.py does not know")
     out = out.replace("](results/", "](")  # the blocks link from the repository root; the file is in results/
     return out if inline else f"\n{out}\n"
 
@@ -515,20 +525,21 @@ def refresh(text):
 def main(argv):
     os.chdir(ROOT)  # the blocks read results/... from the repository root
     if argv not in ([], ["--check"]):
-        sys.exit(f"error: unknown arguments {argv}; use no argument (refresh {OUT}) or --check")
-    old = open(OUT).read()
-    names = [m.group(1) for m in BLOCK.finditer(old)]
-    if old.count("<!-- begin: ") != len(names) or not set(TEXT_BLOCKS) <= set(names):
-        sys.exit(f"error: {OUT} needs its contents and index blocks, and an `<!-- end: NAME -->` for each begin marker")
-    new = refresh(old)
-    if argv:
-        stale = [a.group(1) for a, b in zip(BLOCK.finditer(old), BLOCK.finditer(new)) if a.group(0) != b.group(0)]
-        if stale:
-            sys.exit(f"{OUT}: stale blocks {stale}: run python results/scripts/results_readme.py and commit the file")
-        return
-    with open(OUT, "w") as f:
-        f.write(new)
-    print(f"refreshed {len(BLOCK.findall(new))} blocks of {OUT}: {len(new.splitlines())} lines")
+        sys.exit(f"error: unknown arguments {argv}; use no argument (refresh both pages) or --check")
+    stale = []
+    for page in (OUT, INV):
+        old = open(page).read()
+        names = [m.group(1) for m in BLOCK.finditer(old)]
+        if old.count("<!-- begin: ") != len(names) or "contents" not in names or ("index" in names) != (page == OUT):
+            sys.exit(f"error: {page} needs its contents block (and {OUT} its index), and an end marker for each begin")
+        new = refresh(old)
+        stale += [f"{page}: {a.group(1)}" for a, b in zip(BLOCK.finditer(old), BLOCK.finditer(new))
+                  if a.group(0) != b.group(0)]
+        if not argv:
+            open(page, "w").write(new)
+            print(f"refreshed {len(BLOCK.findall(new))} blocks of {page}: {len(new.splitlines())} lines")
+    if argv and stale:
+        sys.exit(f"stale blocks {stale}: run python results/scripts/results_readme.py and commit the pages")
 
 
 if __name__ == "__main__":

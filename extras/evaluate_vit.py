@@ -10,7 +10,8 @@ paired difference of each folder from the first, with its standard error over im
 
     evaluate: <data_dir> | test acc A | loss L | N images [| minus <first>: D +- SE (paired, N images)]
 
-Run from the repository root (the pair: python ../shared/data/cifar10-lossless-5k/make_pair.py data/pair5k):
+Run from the repository root (a pair: make_pair.py of this project's offline data, or, from the real CIFAR-10,
+python results/scripts/reencode_jpeg.py data 75, its images and their JPEG round trips):
     python extras/evaluate_vit.py --out_dir=out/vit-cifar10-mimetic-seed0 \
         --data_dirs=data/pair5k/lossless,data/pair5k/jpeg
 """

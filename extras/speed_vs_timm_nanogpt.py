@@ -6,7 +6,7 @@ closure for every model; only the model differs. After `--warmup` steps per mode
 happens there), `--rounds` rounds follow; in each round every model runs `--steps` steps back to back, timed
 with time.perf_counter around them, and the order of the models rotates by one each round, so load from
 other processes on the machine falls on all models alike. Reported: the median over rounds of the seconds
-per step, as img/s or tok/s, and ours / reference. results/README.md, "Speed and precision", quotes its logs in
+per step, as img/s or tok/s, and ours / reference. results/INVESTIGATIONS.md, "Speed and precision", quotes its logs in
 results/cpu-speed-vs-timm-nanogpt/ (made when this script was results/cpu-speed-vs-timm-nanogpt/bench.py;
 results/scripts/profile_lm.py made the profile log). No table or figure of the paper.
 

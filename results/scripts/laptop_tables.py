@@ -1,5 +1,5 @@
 """The tables of the laptop-scale runs (and of the GPU diagnosis), as Markdown, from the results files and logs under
-results/ (paths from the repository root): results/scripts/results_readme.py puts each in results/README.md where a
+results/ (paths from the repository root): results/scripts/results_readme.py puts each in results/README.md or INVESTIGATIONS.md where a
 block `table <function>` stands. Every cell links to the results file it was read from; the paper's numbers are
 typed in and labelled as the paper's. Statistics: mean ± sample standard deviation (n - 1) over seeds; a gap between
 two arms is the mean of the per-seed differences (same seed = same data order, augmentation and default-init draw)

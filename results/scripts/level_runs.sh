@@ -1,16 +1,21 @@
 #!/usr/bin/env bash
-# The CPU runs behind results/README.md's "The JPEG copy", the laptop rows on the default recipe, "Impulse init beside
-# mimetic" and the overfitting proxy, from the repository root with ../shared/data beside it, in two lanes of one thread
-# (the mimetic arms; the default arms, in the same order, so that a seed's pair ends together). In order: the laptop
-# model 15 epochs on make_pair.py's 5,085 lossless or JPEG images, tested on both test sets; the laptop recipe, seeds
-# 0-4; the impulse arm (extras/compare.py) and mimetic on learned embeddings, on those seeds; the laptop recipe on the
-# copy re-encoded at quality 50 and 30, seeds 0-2; depth 12, seeds 0-2; the proxy's candidates, then impulse on it,
-# seeds 0-2; --recipe=timm on the laptop recipe and --adam_eps=1e-3 at depth 12, seeds 0-2. A run cut off goes on from its checkpoint when this is run again:  bash results/scripts/level_runs.sh
+# The CPU runs behind results/INVESTIGATIONS.md's "The JPEG copy", the laptop rows on the default recipe, "Impulse init
+# beside mimetic", the overfitting proxy and the level runs, in two lanes of one thread (the mimetic arms; the default
+# arms in the same order, so that a seed's pair ends together). DATA holds this project's offline data: cifar10-jpeg/
+# (make_batches.py writes CIFAR-10's python layout from its JPEG copy) and cifar10-lossless-5k/ (make_pair.py writes
+# 5,085 training and 1,017 test images with their real pixels, and their JPEG twins). With the real CIFAR-10 in data/
+# instead, an equivalent pair is its images and their JPEG round trips: reencode_jpeg.py data 75. In order: the laptop
+# model 15 epochs on the pair's lossless or JPEG images, tested on both test sets; the laptop recipe, seeds 0-4; the
+# impulse arm (extras/compare.py) and mimetic on learned embeddings, on those seeds; the laptop recipe on the copy
+# re-encoded at quality 50 and 30, seeds 0-2; depth 12, seeds 0-2; the proxy's candidates, then impulse on it, seeds
+# 0-2; --recipe=timm on the laptop recipe, then --adam_eps=1e-3 at depth 12, seeds 0-2. A run cut off goes on from its
+# checkpoint when this is run again: DATA=<folder> bash results/scripts/level_runs.sh
 set -u
 cd "$(dirname "$0")/../.."
 export OMP_NUM_THREADS=1 PYTHONUNBUFFERED=1
-[ -d data/cifar-10-batches-py ] || python ../shared/data/cifar10-jpeg/make_batches.py data
-[ -d data/pair5k/jpeg ] || python ../shared/data/cifar10-lossless-5k/make_pair.py data/pair5k
+DATA=${DATA:-../shared/data}
+[ -d data/cifar-10-batches-py ] || python $DATA/cifar10-jpeg/make_batches.py data
+[ -d data/pair5k/jpeg ] || python $DATA/cifar10-lossless-5k/make_pair.py data/pair5k
 for q in 50 30; do [ -d data/cifar10-q$q ] || python results/scripts/reencode_jpeg.py data $q; done
 LAPTOP="--width=96 --depth=4 --heads=3 --patch_size=4 --batch_size=128"
 laptop() {  # $1 the data's name in the folder, $2 its folder (empty: the program's default), $3 the seed

@@ -1,5 +1,5 @@
 """CIFAR-10 in the official python layout with every image re-encoded as JPEG at a lower quality (Pillow, 4:2:0
-chroma, as the copy itself was made): the trend of what compression costs (results/README.md, "The JPEG copy").
+chroma, as the copy itself was made): the trend of what compression costs (results/INVESTIGATIONS.md, "The JPEG copy").
 
     python results/scripts/reencode_jpeg.py data 50     # data/cifar-10-batches-py/ -> data/cifar10-q50/cifar-10-batches-py/
 """

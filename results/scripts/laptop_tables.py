@@ -16,6 +16,7 @@ LM = "results/cpu-ptbchar-w128d4h4s128-900k-e3"
 PILOT = "results/cpu-pilot-cifar10jpeg-w96d4h3p4-50k-e2"  # seed 0 of the first Table 1, run first as the pilot
 CMP = "results/cpu-cifar10jpeg-w96d4h3p4-50k-e2-cmp"  # extras/compare.py, at commit 619aac8
 E = "results/cpu-cifar10jpeg-w96d4h3p4-50k"  # the laptop recipe trained for n epochs: <E>-e<n>-<arm>-seed<k>
+D12 = "results/cpu-cifar10jpeg-w96d12h3p4-50k-e4"  # depth 12, 4 epochs
 WORD = "results/cpu-ptbword-w128d4h4s80-e3"  # word-level PTB at laptop scale
 GPU1 = "results/gpu-h200-table1-partial"  # Table 1's pair on one H200, recipe v1, cut off before epoch 100
 GPU2 = "results/gpu-h200-diagnosis"  # the diagnosis on one H200: 7 (or 14) epochs of the 100-epoch schedule
@@ -390,3 +391,15 @@ def impulse_proxy(seeds=range(3)):
     arms = [("default", f"{PROXY}-authors100-default"), ("mimetic", f"{PROXY}-authors100-mimetic"),
             ("impulse (learned positions)", f"{PROXY}-impulse")]
     return rows_against(seeds, arms[:2], [(label, "-", prefix) for label, prefix in arms])
+
+
+def level_cpu(seeds=range(3)):
+    """The level issue's CPU runs beside today's default on the same seeds: the first author's timm flags on the
+    laptop recipe, AdamW eps 1e-3 at depth 12 (4 epochs)."""
+    rows = []
+    for label, runs, today in (("`--recipe=timm`, the laptop recipe", f"{E}-e2-timm", f"{E}-e2-authors100"),
+                               ("`--adam_eps=1e-3`, depth 12, 4 epochs", f"{D12}-eps1e-3", f"{D12}-authors100")):
+        (d, m), (td, tm) = pair(runs, seeds), pair(today, seeds)
+        rows.append(pair_row(label, d, m) + [f"{paired(td, d)} / {paired(tm, m)}"])
+    return table(["runs", "default init", "mimetic init", "gap, paired (± SE)",
+                  "minus today's default, paired (default / mimetic)"], rows)

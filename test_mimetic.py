@@ -1999,6 +1999,18 @@ def test_vit_trains_on_a_stand_in_device(tmp_path, monkeypatch):
     assert len(steps) == 8 and steps == [1] * 8, steps  # 10 steps an epoch, a line every 2: 4 gaps an epoch
 
 
+@pytest.mark.parametrize("recipe", ["timm", "v1"])
+def test_vit_augments_every_recipe_on_a_stand_in_device(recipe, tmp_path, monkeypatch):
+    """TrainLoader's device path for what the default recipe leaves out (crops, RandomApply's coins, noise-filled
+    erasing; Cutout and chunks): no CPU tensor in device work, and no host read between two log lines but theirs."""
+    write_cifar(tmp_path)
+    args = TINY + ["--epochs=1", "--device=meta", "--log_interval=2", f"--recipe={recipe}", f"--data_dir={tmp_path}",
+                   f"--out_dir={tmp_path / 'run'}"]
+    with StandIn(monkeypatch, watch=[mv]) as meta:
+        assert mv.main(args)["epochs_done"] == 1
+    assert meta.reads_between_step_lines() == [1] * 4
+
+
 def test_lm_trains_on_a_stand_in_device(tmp_path, monkeypatch):
     """The language program on the stand-in (see StandIn): a run stopped and resumed, its evaluations, both
     checkpoints and the final evaluation from best.pt; one host read per log line (the loss), none per step."""

@@ -437,12 +437,21 @@ class TrainLoader:
     def __iter__(self):  # one epoch of (normalised float images, labels) on the device
         perm = torch.randperm(len(self.x), generator=self.gen)
         seeds = torch.randint(2 ** 62, (self.steps,), generator=self.gen).tolist()
+        # CUDA: augment on a stream of its own, so that torchvision's small host-to-device copies, each a wait
+        # for its stream, wait for the augmentation alone while the training stream runs the previous step
+        side = torch.cuda.Stream(self.dev) if self.dev.type == "cuda" else None
         for i, seed in enumerate(seeds):
-            idx = perm[i * self.cfg.batch_size:(i + 1) * self.cfg.batch_size].to(self.dev)
             with torch.random.fork_rng(devices=[]):
                 torch.manual_seed(seed)
-                draws = self.draw(len(idx))
-            yield self.apply(self.x[idx], *draws), self.y[idx]
+                draws = self.draw(self.cfg.batch_size)
+            with torch.cuda.stream(side) if side else nullcontext():
+                idx = perm[i * self.cfg.batch_size:(i + 1) * self.cfg.batch_size].to(self.dev)
+                batch = self.apply(self.x[idx], *draws), self.y[idx]
+            if side:  # the training stream waits for the batch and keeps its memory until it is done with it
+                torch.cuda.current_stream(self.dev).wait_stream(side)
+                for t in batch:
+                    t.record_stream(torch.cuda.current_stream(self.dev))
+            yield batch
 
     def draw(self, B):
         """A batch's draws from torch's RNG: flips (B,), a dict per image (one per ra_chunk images: crop,

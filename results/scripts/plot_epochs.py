@@ -34,7 +34,8 @@ FIGURES = {  # name: (file under figures/, [(label, folder prefix, colour)])
         ("default init, authors' recipe (H100)", f"{GPU_AUTHORS}/log-default.txt", (30, 50, 170)),
         ("mimetic init, authors' recipe (H100)", f"{GPU_AUTHORS}/log-mimetic.txt", (180, 20, 20)),
         ("default, authors100 (H200)", "results/gpu-h200-table1-authors100-partial/log-default.txt", (20, 150, 60)),
-        ("mimetic, authors100 (H200)", "results/gpu-h200-table1-authors100-partial/log-mimetic.txt", (200, 120, 0))]),
+        ("mimetic, authors100 (H200)", "results/gpu-h200-table1-authors100-partial/log-mimetic.txt", (200, 120, 0)),
+        ("default, timm (H100)", "results/gpu-h100-e1-timm-default/log.txt", (120, 120, 120))]),
     "proxy": ("vit-proxy-fit.png", [  # the overfitting proxy on today's default: train accuracy (augmented) and test
         ("default init, training batches", f"{PROXY}-default", (150, 170, 230), "train_acc"),
         ("mimetic init, training batches", f"{PROXY}-mimetic", (240, 150, 110), "train_acc"),

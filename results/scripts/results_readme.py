@@ -432,11 +432,12 @@ def recipe_flags(tokens, config):
 
 
 def command_template(paths):
-    """The runs' commands as one, --key=<a|b|...> where they differ, --out_dir dropped; other keys, another one."""
+    """The runs' commands as one, --key=<a|b|...> where they differ, --out_dir dropped (and --workers, retired: the
+    batches never depended on it); other keys, another one."""
     groups = {}
     for p in paths:
         res = lt.read(p)
-        tokens = [t for t in res["command"].split() if not t.startswith("--out_dir=")]
+        tokens = [t for t in res["command"].split() if not t.startswith(("--out_dir=", "--workers="))]
         tokens += recipe_flags(tokens, res["config"])
         groups.setdefault(tuple(t.split("=")[0] for t in tokens), []).append(tokens)
     out = []

@@ -595,8 +595,8 @@ def forward_backward(net, x, y, amp, label_smoothing=0.0):
 
 
 def train(model, data, mean_std, cfg, dev, amp, ckpt=None):
-    """AdamW on data = (train_x, train_y, test_x, test_y), uint8 (training set on the CPU, test set on the device),
-    normalised by mean_std; evaluates and checkpoints every epoch. Returns the history, or None after --stop_epoch."""
+    """AdamW on data = (train_x, train_y, test_x, test_y), uint8 (the training set for TrainLoader to move, the test
+    set on the device), normalised by mean_std; evaluates and checkpoints every epoch. Returns the history, or None after --stop_epoch."""
     train_x, train_y, test_x, test_y = data
     train_x, train_y = train_x[:cfg.train_subset or None], train_y[:cfg.train_subset or None]
     if len(train_x) < cfg.batch_size:

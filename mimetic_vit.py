@@ -91,8 +91,9 @@ RECIPES = {"authors100": {},
            "authors": dict(crop_scale=0.75, ra_n=1, ra_m=8, jitter=0.1, reprob=0.25),
            # the first author's timm flags (locuslab/convmixer README.md lines 46-74, "exactly the
            # settings we used"; line 74: --scale 0.75 1.0) without mixup/cutmix, unnamed in the paper:
-           # rand-m9-mstd0.5-inc1 (timm's 9 of 10 is torchvision's 27 of 30; no magnitude noise),
-           # --reprob 0.25 --remode pixel, --opt-eps 1e-3, --clip-grad 1.0, label smoothing 0.1.
+           # rand-m9-mstd0.5-inc1 (timm's 9 of 10 is torchvision's 27 of 30; torchvision's ops, no magnitude
+           # noise), --reprob 0.25 --remode pixel, --opt-eps 1e-3, --clip-grad 1.0, label smoothing 0.1 (crop
+           # ratio 1 as train.py's, not timm's 3/4-4/3).
            # 100 epochs, default init (results/gpu-h100-e1-timm-default/): under authors100
            "timm": dict(ra_n=2, ra_m=27, ra_p=0.5, crop_scale=0.75, jitter=0.0, reprob=0.25, erase_fill="noise",
                         label_smoothing=0.1, adam_eps=1e-3, grad_clip=1.0),
@@ -437,8 +438,8 @@ class TrainLoader:
     def __iter__(self):  # one epoch of (normalised float images, labels) on the device
         perm = torch.randperm(len(self.x), generator=self.gen)
         seeds = torch.randint(2 ** 62, (self.steps,), generator=self.gen).tolist()
-        # CUDA: augment on a stream of its own, so that torchvision's small host-to-device copies, each a wait
-        # for its stream, wait for the augmentation alone while the training stream runs the previous step
+        # CUDA: augment on a stream of its own: torchvision's small host-to-device copies, each a wait for its
+        # stream, then wait for the augmentation alone, not the training step
         side = torch.cuda.Stream(self.dev) if self.dev.type == "cuda" else None
         for i, seed in enumerate(seeds):
             with torch.random.fork_rng(devices=[]):

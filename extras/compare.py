@@ -362,7 +362,7 @@ def main(argv=None):
         model.load_state_dict(ckpt["model"])
     print(f"model: {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters, {len(data[0]):,} training "
           f"images, {mv.hardware(dev)}, {prec}")
-    data[2], data[3] = data[2].to(dev), data[3].to(dev)  # the training set stays with the augmenting workers
+    data[2], data[3] = data[2].to(dev), data[3].to(dev)  # as main(): mv.TrainLoader moves the training set
     history = mv.train(model, data, mv.MEAN_STD[cfg.dataset], cfg, dev, amp, ckpt)
     if history is None:  # --stop_epoch
         return None

@@ -170,7 +170,7 @@ def main(argv=None):
           f"{mv.hardware(dev)}, {prec}")
 
     data = list((load_svhn if cfg.dataset == "svhn" else load_tinyimagenet)(cfg.data_dir))
-    data[2], data[3] = data[2].to(dev), data[3].to(dev)  # the training set stays with the augmenting workers
+    data[2], data[3] = data[2].to(dev), data[3].to(dev)  # as main(): mv.TrainLoader moves the training set
     history = mv.train(model, data, (mean, std), cfg, dev, amp, ckpt)
     if history is None:  # --stop_epoch
         return None

@@ -10,8 +10,8 @@
 #   e3      --pos_emb=sincos2d on the default recipe, default init
 #   p4      Table 7's patch-4 ViT-Tiny, both inits, on the default recipe and on --recipe=timm
 # A step each (a run outlives its step: setsid), SLEEP the seconds to wait: SET=e1 bash results/scripts/gpu_runs.sh start
-# bench (the suite's GPU tests; extras/bench_vit.py --batch_size=512 alone: model step, loader, device against CPU,
-# whole step, epoch ends, attention per SDPA backend)
+# bench (extras/bench_vit.py --batch_size=512 alone, about 90 s: model step, loader, device against CPU, whole step,
+# epoch ends, attention per SDPA backend; TESTS=1 runs the suite's GPU tests before it)
 # | start (the data, the runs, their first lines) | look (their last lines) | collect (their logs until they end or
 # SLEEP runs out, then each last checkpoint tested, into ...-<name>-evaluate.txt; logs and results into OUT).
 # Times seen: one arm alone 100 epochs in 7.9 min on an H100 before TrainLoader (e1); the pair 7.3 s an epoch each on
@@ -44,7 +44,8 @@ runs() {  # name|flags
 case "$1" in
 bench)
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
-    python3 -m pytest -q -p no:cacheprovider test_mimetic.py -k "gpu or cuda" 2>&1 | tee $OUT/gpu-tests.txt | tail -n 3
+    [ "${TESTS:-0}" = 1 ] && python3 -m pytest -q -p no:cacheprovider test_mimetic.py -k "gpu or cuda" 2>&1 \
+        | tee $OUT/gpu-tests.txt | tail -n 3  # TESTS=1: the suite's GPU tests first (a few minutes)
     python3 extras/bench_vit.py --batch_size=512 2>&1 | tee $OUT/bench-vit-b512-alone.txt | tail -n 8
     ;;
 start)

@@ -597,7 +597,8 @@ def forward_backward(net, x, y, amp, label_smoothing=0.0):
 
 def train(model, data, mean_std, cfg, dev, amp, ckpt=None):
     """AdamW on data = (train_x, train_y, test_x, test_y), uint8 (the training set for TrainLoader to move, the test
-    set on the device), normalised by mean_std; evaluates and checkpoints every epoch. Returns the history, or None after --stop_epoch."""
+    set on the device), normalised by mean_std; evaluates every epoch, checkpoints as CHECKPOINT_S says. Returns the
+    history, or None after --stop_epoch."""
     train_x, train_y, test_x, test_y = data
     train_x, train_y = train_x[:cfg.train_subset or None], train_y[:cfg.train_subset or None]
     if len(train_x) < cfg.batch_size:
@@ -611,6 +612,7 @@ def train(model, data, mean_std, cfg, dev, amp, ckpt=None):
     test_stats, steps = norm_stats(mean_std, dev), loader.steps
     step = first_step = len(history) * steps
     progress = Progress(cfg.epochs * steps, cfg.batch_size, "img", step)
+    saved = time.perf_counter()  # when the last checkpoint was written
     for epoch in range(len(history) + 1, cfg.epochs + 1):
         t0 = time.perf_counter()
         running = torch.zeros(2, 3, device=dev)  # (this epoch, this log interval) x (loss * n, correct, n)
@@ -645,7 +647,9 @@ def train(model, data, mean_std, cfg, dev, amp, ckpt=None):
                         "test_acc": test_acc, "elapsed_s": elapsed})
         progress.print(f"epoch {epoch}/{cfg.epochs} | train loss {loss_sum / n:.4f} | test loss {test_loss:.4f} | "
                        f"test acc {test_acc:.2f} | {elapsed / 60:.1f} min")
-        save_checkpoint(cfg, model, opt, gen.get_state(), state, dev)
+        if epoch in (1, cfg.epochs, cfg.stop_epoch) or time.perf_counter() - saved > CHECKPOINT_S:
+            save_checkpoint(cfg, model, opt, gen.get_state(), state, dev)
+            saved = time.perf_counter()
         if epoch == cfg.stop_epoch and epoch < cfg.epochs:
             print(f"stopping after epoch {epoch} (--stop_epoch); continue with --resume=True")
             return None
@@ -690,6 +694,8 @@ RANGES = {**dict.fromkeys(("width", "depth", "heads", "patch_size", "mlp_ratio",
 BOOLS = {"true": True, "1": True, "false": False, "0": False}
 RESUME_FREE = {"resume", "stop_epoch", "compile", "device", "eval_batch_size", "log_interval", "data_dir", "out_dir",
                "workers"}  # workers: retired augmenting processes (the batches never depended on them)
+CHECKPOINT_S = 60  # a checkpoint at most this often, and after epochs 1, --stop_epoch and the last (our choice):
+                   # a run resumed from one replays the epochs since, bit for bit
 
 
 def parse_config(argv):

@@ -57,6 +57,8 @@ MUTS = [  # (name, file, old, new, the tests that must fail: pytest -k)
      '                     "ops": [self.draw_op() for _ in range(cfg.ra_n)],', "bit_for_bit"),
     ("ViT jitter's blend rounded twice", "mimetic_vit.py", "torch.addcmul(y.mul(r), other, rest)",
      "y.mul(r).add_(other * rest)", "bit_for_bit"),
+    ("ViT checkpoints only at epoch 1 and the end", "mimetic_vit.py", " or time.perf_counter() - saved > CHECKPOINT_S:",
+     ":", "killed_epochs_after"),
     ("ViT checkpoint holds the data stream of epoch 0", "mimetic_vit.py",
      "save_checkpoint(cfg, model, opt, gen.get_state(), state, dev)",
      "save_checkpoint(cfg, model, opt, torch.Generator().manual_seed(cfg.seed).get_state(), state, dev)",

@@ -62,7 +62,7 @@ train_subset = 0          # use only the first N training images (0 = all)
 # augmentation, drawn per image. The paper: "RandAugment and Cutout", no settings. Ours: the authors' 100-epoch
 # setting (locuslab/convmixer-cifar10 README.md line 50: --ra-n=2 --ra-m=12 --scale=1.0 --jitter=0.2 --reprob=0.2)
 # with the transforms of its train.py (cited below by line), in the order flip, crop, RandAugment, jitter,
-# normalise, erase, Cutout
+# normalise, erase, Cutout (train.py flips after the crop)
 hflip = True              # random horizontal flip, p = 0.5 (train.py line 71)
 crop_scale = 1.0          # RandomResizedCrop(scale=(crop_scale, 1), ratio=(1, 1)) (lines 16, 70)
 ra_n = 2                  # RandAugment: ops per image (lines 19, 72); 0 = off

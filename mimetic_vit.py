@@ -415,11 +415,10 @@ def norm_stats(mean_std, dev):
 
 
 class TrainLoader:
-    """A run's training batches, as airbench's CifarLoader: the images live on the device as uint8, and the loader
-    owns the data order and every draw. Each epoch gen draws a permutation and a seed per batch; with that seed,
-    draw() makes the batch's draws on the CPU as torchvision's transforms make them image by image (train.py lines
-    69-77), and apply() applies them to the whole batch on the device with torchvision's kernels. On a CPU a batch
-    is the same bits as the transforms applied image by image (a test says so); on CUDA, up to its kernels' rounding."""
+    """A run's training batches, as airbench's CifarLoader: uint8 images on the device, the data order and every
+    draw its own. Each epoch gen draws a permutation and a seed per batch; draw() makes a batch's draws on the CPU as
+    torchvision's transforms make them image by image (train.py lines 69-77), apply() applies them to the whole batch
+    with torchvision's kernels: on a CPU the same bits as those transforms (a test says so), on CUDA up to rounding."""
 
     def __init__(self, x, y, cfg, mean_std, dev, gen):
         self.x, self.y, self.cfg, self.dev, self.gen = x.to(dev), y.to(dev), cfg, dev, gen
@@ -517,8 +516,9 @@ def jitter_batch(x, params):
             key = ("brightness_factor", "contrast_factor", "saturation_factor")[fn]
             r = torch.tensor([params[i][key] for i in n.tolist()], dtype=torch.float64).view(-1, 1, 1, 1)
             r, rest = r.float().to(x.device), (1 - r).float().to(x.device)  # 1 - r in float64, as _blend
-            grey = y[:, 0].mul(0.2989).add_(y[:, 1], alpha=0.587).add_(y[:, 2], alpha=0.114)[:, None].floor_()
-            other = (torch.zeros((), device=x.device), grey.mean(dim=(1, 2, 3), keepdim=True), grey)[fn]
+            other = y[:, 0].mul(0.2989).add_(y[:, 1], alpha=0.587).add_(y[:, 2], alpha=0.114)[:, None].floor_() \
+                if fn else torch.zeros((), device=x.device)  # black, or the grey (ITU-R 601-2)
+            other = other.mean(dim=(1, 2, 3), keepdim=True) if fn == 1 else other  # contrast: its mean
             y = torch.addcmul(y.mul(r), other, rest).clamp_(0, 255).to(torch.uint8)
         x[n] = y
     return x

@@ -779,6 +779,24 @@ def test_label_smoothing_is_in_the_training_loss_only(tmp_path, monkeypatch):
         assert cross_entropy(logits, y, label_smoothing=0.1) != cross_entropy(logits, y)
 
 
+def run_killed_in_evaluation(args, k, monkeypatch):
+    """mv.main(args) killed (KeyboardInterrupt, as Ctrl-C) in its k-th evaluation, the end of epoch k; then
+    mv.evaluate is restored."""
+    evaluate, calls = mv.evaluate, []
+
+    def killed(*a):
+        calls.append(1)
+        if len(calls) == k:
+            raise KeyboardInterrupt
+        return evaluate(*a)
+
+    monkeypatch.setattr(mv, "evaluate", killed)
+    with pytest.raises(KeyboardInterrupt):
+        mv.main(args)
+    monkeypatch.setattr(mv, "evaluate", evaluate)
+    assert len(calls) == k
+
+
 def test_a_run_killed_epochs_after_its_last_checkpoint_replays_them_exactly(tmp_path, monkeypatch):
     """Checkpoints after epoch 1, then at most every CHECKPOINT_S seconds (here never), and after the last epoch:
     killed in epoch 4's evaluation, the run holds epoch 1's checkpoint, and resumed from it, replays epochs 2-4 into
@@ -788,49 +806,24 @@ def test_a_run_killed_epochs_after_its_last_checkpoint_replays_them_exactly(tmp_
     monkeypatch.setattr(mv, "CHECKPOINT_S", 1e9)
     whole = mv.main(args + [f"--out_dir={tmp_path / 'whole'}"])
     assert torch.load(tmp_path / "whole" / "ckpt.pt", weights_only=True)["epoch"] == 4  # the last epoch's
-    evaluate, calls = mv.evaluate, []
-
-    def killed_in_the_fourth(*a):
-        calls.append(1)
-        if len(calls) == 4:
-            raise KeyboardInterrupt
-        return evaluate(*a)
-
-    monkeypatch.setattr(mv, "evaluate", killed_in_the_fourth)
-    with pytest.raises(KeyboardInterrupt):
-        mv.main(args + [f"--out_dir={tmp_path / 'cut'}"])
+    run_killed_in_evaluation(args + [f"--out_dir={tmp_path / 'cut'}"], 4, monkeypatch)
     assert torch.load(tmp_path / "cut" / "ckpt.pt", weights_only=True)["epoch"] == 1
-    monkeypatch.setattr(mv, "evaluate", evaluate)
     resumed = mv.main(args + [f"--out_dir={tmp_path / 'cut'}", "--resume=True"])
     assert [{**h, "elapsed_s": 0} for h in resumed["history"]] == [{**h, "elapsed_s": 0} for h in whole["history"]]
     monkeypatch.setattr(mv, "CHECKPOINT_S", 0.0)  # a checkpoint after every epoch: killed the same way, it holds 3
-    monkeypatch.setattr(mv, "evaluate", killed_in_the_fourth)
-    calls.clear()
-    with pytest.raises(KeyboardInterrupt):
-        mv.main(args + [f"--out_dir={tmp_path / 'often'}"])
+    run_killed_in_evaluation(args + [f"--out_dir={tmp_path / 'often'}"], 4, monkeypatch)
     assert torch.load(tmp_path / "often" / "ckpt.pt", weights_only=True)["epoch"] == 3
 
 
 def test_a_run_killed_between_epochs_resumes_exactly(tmp_path, monkeypatch):
-    """Killed in epoch 2's evaluation, after the next epoch's draws: the checkpoint of epoch 1 holds the data
-    stream from before them, so the resumed run is the uninterrupted one."""
+    """Killed in epoch 2's evaluation: the checkpoint of epoch 1 holds the data stream as epoch 1 left it, so the
+    resumed run is the uninterrupted one."""
     write_cifar(tmp_path)
     args = TINY + ["--epochs=3", f"--data_dir={tmp_path}"]
     whole = mv.main(args + [f"--out_dir={tmp_path / 'whole'}"])
-    evaluate, calls = mv.evaluate, []
-
-    def killed_in_the_second(*a):
-        calls.append(1)
-        if len(calls) == 2:
-            raise KeyboardInterrupt
-        return evaluate(*a)
-
-    monkeypatch.setattr(mv, "evaluate", killed_in_the_second)
-    with pytest.raises(KeyboardInterrupt):
-        mv.main(args + [f"--out_dir={tmp_path / 'cut'}"])
-    monkeypatch.setattr(mv, "evaluate", evaluate)
+    run_killed_in_evaluation(args + [f"--out_dir={tmp_path / 'cut'}"], 2, monkeypatch)
     resumed = mv.main(args + [f"--out_dir={tmp_path / 'cut'}", "--resume=True"])
-    assert len(calls) == 2 and len(resumed["history"]) == 3
+    assert len(resumed["history"]) == 3
     for got, want in zip(resumed["history"], whole["history"]):
         assert {**got, "elapsed_s": 0} == {**want, "elapsed_s": 0}
 

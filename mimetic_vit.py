@@ -89,12 +89,10 @@ recipe = "authors100"     # authors100 (the lines above) | authors | timm | v1: 
 RECIPES = {"authors100": {},
            # train.py's argparse defaults (lines 16-20), for its 25 epochs
            "authors": dict(crop_scale=0.75, ra_n=1, ra_m=8, jitter=0.1, reprob=0.25),
-           # the first author's timm flags (locuslab/convmixer README.md lines 46-74, "exactly the
-           # settings we used"; line 74: --scale 0.75 1.0) without mixup/cutmix, unnamed in the paper:
-           # rand-m9-mstd0.5-inc1 (timm's 9 of 10 is torchvision's 27 of 30; torchvision's ops, no magnitude
-           # noise), --reprob 0.25 --remode pixel, --opt-eps 1e-3, --clip-grad 1.0, label smoothing 0.1 (crop
-           # ratio 1 as train.py's, not timm's 3/4-4/3).
-           # 100 epochs, default init (results/gpu-h100-e1-timm-default/): under authors100
+           # the first author's timm flags (locuslab/convmixer README.md lines 46-74; line 74: --scale 0.75 1.0):
+           # rand-m9-mstd0.5-inc1 (timm's 9 of 10 = torchvision's 27 of 30, no magnitude noise), --reprob 0.25
+           # --remode pixel, --opt-eps 1e-3, --clip-grad 1.0, smoothing 0.1; crop ratio 1 (train.py's), no mixup or
+           # cutmix (the paper names neither). 100 epochs, default init: under authors100 (results/gpu-h100-e1-*)
            "timm": dict(ra_n=2, ra_m=27, ra_p=0.5, crop_scale=0.75, jitter=0.0, reprob=0.25, erase_fill="noise",
                         label_smoothing=0.1, adam_eps=1e-3, grad_clip=1.0),
            # this project's first choices, before it followed the authors' script
@@ -372,7 +370,7 @@ MEAN_STD = {"cifar10": ((0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)),
 
 
 def load_dataset(name, root):
-    """(train_x, train_y, test_x, test_y): uint8 (N, 3, 32, 32) and int64 (N,) CPU tensors; downloaded when missing."""
+    """(train_x, train_y, test_x, test_y) on the CPU: uint8 (N, 3, 32, 32), int64 (N,); downloaded when missing."""
     folder, files, key, classes = DATASETS[name]
     base = os.path.join(root, folder)
     missing = [f for f in files if not os.path.exists(os.path.join(base, f))]
@@ -410,21 +408,20 @@ def download(name, root, base, missing):
 
 
 def norm_stats(mean_std, dev):
-    """Per-channel (mean, std), as in MEAN_STD, -> two (1, 3, 1, 1) tensors on the device."""
+    """MEAN_STD's (mean, std) -> two (1, 3, 1, 1) tensors on the device."""
     return tuple(torch.tensor(v, device=dev).view(1, 3, 1, 1) for v in mean_std)
 
 
 class TrainLoader:
-    """A run's training batches, as airbench's CifarLoader: uint8 images on the device, the data order and every
-    draw its own. Each epoch gen draws a permutation and a seed per batch; draw() makes a batch's draws on the CPU as
-    torchvision's transforms make them image by image (train.py lines 69-77), apply() applies them to the whole batch
-    with torchvision's kernels: on a CPU the same bits as those transforms (a test says so), on CUDA up to rounding."""
+    """A run's training batches, as airbench's CifarLoader: uint8 images on the device. Per epoch gen draws the order
+    and a seed per batch; draw() makes the batch's draws on the CPU as train.py's transforms (lines 69-77) make them
+    image by image, apply() applies them batched with torchvision's kernels: the same bits on a CPU (a test says so)."""
 
     def __init__(self, x, y, cfg, mean_std, dev, gen):
         self.x, self.y, self.cfg, self.dev, self.gen = x.to(dev), y.to(dev), cfg, dev, gen
         self.mean, self.std = norm_stats(mean_std, dev)
         self.steps = len(x) // cfg.batch_size  # the last partial batch is dropped (fixed shapes)
-        self.one = torch.empty(x.shape[1:], dtype=torch.uint8)  # the size the draws read
+        self.one = torch.empty(x.shape[1:], dtype=torch.uint8)  # make_params reads only its size
         self.crop = T.RandomResizedCrop(x.shape[-2:], scale=(cfg.crop_scale, 1.0), ratio=(1.0, 1.0))
         self.ra = T.RandAugment(num_ops=1, magnitude=cfg.ra_m)
         self.ops = []  # (op, magnitude, signed), torchvision's table (private: a test guards it)
@@ -437,8 +434,7 @@ class TrainLoader:
     def __iter__(self):  # one epoch of (normalised float images, labels) on the device
         perm = torch.randperm(len(self.x), generator=self.gen)
         seeds = torch.randint(2 ** 62, (self.steps,), generator=self.gen).tolist()
-        # CUDA: augment on a stream of its own: torchvision's small host-to-device copies, each a wait for its
-        # stream, then wait for the augmentation alone, not the training step
+        # CUDA: augment on a side stream, so that torchvision's host-to-device copies wait for it, not the training
         side = torch.cuda.Stream(self.dev) if self.dev.type == "cuda" else None
         for i, seed in enumerate(seeds):
             with torch.random.fork_rng(devices=[]):
@@ -447,15 +443,15 @@ class TrainLoader:
             with torch.cuda.stream(side) if side else nullcontext():
                 idx = perm[i * self.cfg.batch_size:(i + 1) * self.cfg.batch_size].to(self.dev)
                 batch = self.apply(self.x[idx], *draws), self.y[idx]
-            if side:  # the training stream waits for the batch and keeps its memory until it is done with it
+            if side:  # training waits for the batch, which stays allocated until training is done with it
                 torch.cuda.current_stream(self.dev).wait_stream(side)
                 for t in batch:
                     t.record_stream(torch.cuda.current_stream(self.dev))
             yield batch
 
     def draw(self, B):
-        """A batch's draws from torch's RNG: flips (B,), a dict per image (one per ra_chunk images: crop,
-        RandAugment ops, jitter, erasing, made in that order), the Cutout mask (B, 1, H, W) or None."""
+        """From torch's RNG: flips (B,), a dict per image (one per ra_chunk images) of crop, RandAugment ops,
+        jitter and erasing, drawn in that order, and the Cutout mask (B, 1, H, W) or None."""
         cfg, (H, W) = self.cfg, self.one.shape[-2:]
         flip = torch.rand(B) < 0.5 if cfg.hflip else torch.zeros(B, dtype=torch.bool)
         per_image = []
@@ -473,15 +469,14 @@ class TrainLoader:
             cutout = ((rows >= 0) & (rows < cfg.cutout))[:, None, :, None] & ((cols >= 0) & (cols < cfg.cutout))[:, None, None]
         return flip, per_image[:B], cutout
 
-    def draw_op(self):  # a RandAugment op as T.RandAugment draws it (T.RandomApply's coin first)
+    def draw_op(self):  # as T.RandAugment draws it, after T.RandomApply's coin
         if self.cfg.ra_p < 1 and torch.rand(1) >= self.cfg.ra_p:
             return None
         op, magnitude, signed = self.ops[int(torch.randint(len(self.ops), ()))]
         return op, -magnitude if signed and torch.rand(()) <= 0.5 else magnitude
 
     def apply(self, x, flip, per_image, cutout):
-        """uint8 (B, 3, H, W) on the device -> normalised float: flip, crop, RandAugment, jitter, normalise, erase,
-        Cutout, with one kernel call per crop box and per RandAugment (op, magnitude)."""
+        """uint8 (B, 3, H, W) on the device -> normalised float, one kernel call per crop box and per (op, magnitude)."""
         x = torch.where(flip.to(self.dev)[:, None, None, None], x.flip(-1), x)
         if self.cfg.crop_scale < 1:
             for box, n in groups(tuple(d["crop"].items()) for d in per_image):
@@ -508,8 +503,8 @@ def groups(keys):
 
 
 def jitter_batch(x, params):
-    """T.ColorJitter's transform with factors per image, uint8 in and out: brightness, contrast and saturation
-    blend each image with black, its grey mean or its grey (torchvision's _blend: x r + other (1 - r), one rounding)."""
+    """T.ColorJitter's transform, factors per image, uint8: brightness, contrast and saturation blend each image with
+    black, its grey's mean or its grey (torchvision's _blend: x r + other (1 - r), one rounding)."""
     for order, n in groups(tuple(p["fn_idx"].tolist()) for p in params):
         y = x[n]
         for fn in [fn for fn in order if fn < 3]:  # 0 brightness, 1 contrast, 2 saturation, 3 hue
@@ -541,8 +536,7 @@ def to_input(x, mean, std, size):
 
 @torch.no_grad()
 def evaluate(model, x, y, mean, std, batch, amp):
-    """Full pass over (x, y) without augmentation: (mean loss, accuracy in %). train() passes the uncompiled model:
-    the last, smaller batch would recompile it."""
+    """(mean loss, accuracy in %) over (x, y), not augmented; uncompiled: the last, smaller batch would recompile."""
     model.eval()
     loss, correct = torch.zeros((), device=x.device), torch.zeros((), device=x.device)
     for i in range(0, len(x), batch):
@@ -587,7 +581,7 @@ def get_lr(step, total_steps, cfg):
 # training
 
 def forward_backward(net, x, y, amp, label_smoothing=0.0):
-    """One batch's loss (in fp32, whatever the precision), its gradients, the logits."""
+    """One batch's loss (fp32 whatever the precision) and gradients; returns the loss and the logits."""
     with amp:
         logits = net(x)
     loss = F.cross_entropy(logits.float(), y, label_smoothing=label_smoothing)
@@ -596,15 +590,14 @@ def forward_backward(net, x, y, amp, label_smoothing=0.0):
 
 
 def train(model, data, mean_std, cfg, dev, amp, ckpt=None):
-    """AdamW on data = (train_x, train_y, test_x, test_y), uint8 (the training set for TrainLoader to move, the test
-    set on the device), normalised by mean_std; evaluates every epoch, checkpoints as CHECKPOINT_S says. Returns the
-    history, or None after --stop_epoch."""
+    """AdamW on data = (train_x, train_y, test_x, test_y), uint8 (the test set on the device), normalised by mean_std;
+    evaluates every epoch, checkpoints as CHECKPOINT_S says. Returns the history, or None after --stop_epoch."""
     train_x, train_y, test_x, test_y = data
     train_x, train_y = train_x[:cfg.train_subset or None], train_y[:cfg.train_subset or None]
     if len(train_x) < cfg.batch_size:
         raise SystemExit(f"error: {len(train_x):,} training images but batch_size {cfg.batch_size}: lower --batch_size")
     opt = make_optimizer(model, cfg.lr, cfg.weight_decay, dev, cfg.decay_all, cfg.adam_eps)
-    gen = torch.Generator().manual_seed(cfg.seed)  # the data order and each batch's augmentation seed
+    gen = torch.Generator().manual_seed(cfg.seed)  # the data order and the batches' augmentation seeds
     state = restore(ckpt, opt, gen, dev) if ckpt is not None else {"history": []}
     history = state["history"]
     net = torch.compile(model) if cfg.compile == "true" or (cfg.compile == "auto" and dev.type == "cuda") else model
@@ -612,13 +605,13 @@ def train(model, data, mean_std, cfg, dev, amp, ckpt=None):
     test_stats, steps = norm_stats(mean_std, dev), loader.steps
     step = first_step = len(history) * steps
     progress = Progress(cfg.epochs * steps, cfg.batch_size, "img", step)
-    saved = time.perf_counter()  # when the last checkpoint was written
+    saved = time.perf_counter()  # the last checkpoint's time
     for epoch in range(len(history) + 1, cfg.epochs + 1):
         t0 = time.perf_counter()
         running = torch.zeros(2, 3, device=dev)  # (this epoch, this log interval) x (loss * n, correct, n)
         for i, (xb, yb) in enumerate(loader):
             xb = resize(xb, model.config.image_size)
-            if step == first_step:  # the run's cost, timed on slices of its first batch
+            if step == first_step:  # the run's cost, timed on its first batch
                 progress.estimate(lambda n: forward_backward(model, xb[:n], yb[:n], amp)[0], model, len(xb), steps)
             lr = get_lr(step, cfg.epochs * steps, cfg)
             for group in opt.param_groups:
@@ -748,8 +741,8 @@ def parse_args(argv, defaults):
 
 
 def open_run(cfg):
-    """Before any work: a new run never writes into a folder that holds another run's files; --resume needs a
-    readable checkpoint made with the same config (up to RESUME_FREE). Returns it, or None for a new run."""
+    """Before any work: a new run never writes into another run's folder; --resume needs a readable checkpoint of the
+    same config (up to RESUME_FREE). Returns it, or None for a new run."""
     found = [f for f in ("ckpt.pt", "results.json") if os.path.exists(os.path.join(cfg.out_dir, f))]
     if not cfg.resume:
         if found:
@@ -769,7 +762,7 @@ def open_run(cfg):
 
 def load_checkpoint(path):
     """A checkpoint, on the CPU; one that cannot be read stops the run, naming the file. weights_only=True reads
-    only tensors, numbers, strings and containers (all that a checkpoint holds): a file from elsewhere runs no code."""
+    tensors, numbers, strings and containers only (all that a checkpoint holds): a file from elsewhere runs no code."""
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:  # torch raises many kinds; weights_only's UnpicklingError has a long message
@@ -828,7 +821,7 @@ def device_and_precision(cfg):
 
 
 def hardware(dev):
-    """The GPU's name, or the CPU's model name (from /proc/cpuinfo where there is one), its cores and threads."""
+    """The GPU's name, or the CPU's (from /proc/cpuinfo where there is one), its cores and threads."""
     if dev.type == "cuda":
         return f"{torch.cuda.get_device_name(dev)}, torch {torch.__version__}"
     name = platform.machine()

@@ -450,24 +450,30 @@ class TrainLoader:
             yield batch
 
     def draw(self, B):
-        """From torch's RNG: flips (B,), a dict per image (one per ra_chunk images) of crop, RandAugment ops,
-        jitter and erasing, drawn in that order, and the Cutout mask (B, 1, H, W) or None."""
+        """From torch's RNG, in train.py's order: flips (B,); a dict per image (one per ra_chunk images) of crop,
+        RandAugment ops and jitter; RandomErasing's boxes as a mask (B, 1, H, W) and their noise (B, 3, H, W; None:
+        zeros); Cutout's squares as a mask (B, 1, H, W). Masks are None where off; apply() writes each at once."""
         cfg, (H, W) = self.cfg, self.one.shape[-2:]
         flip = torch.rand(B) < 0.5 if cfg.hflip else torch.zeros(B, dtype=torch.bool)
-        per_image = []
-        for _ in range(0, B, cfg.ra_chunk):
-            chunk = {"crop": self.crop.make_params([self.one]) if cfg.crop_scale < 1 else None,
-                     "ops": [self.draw_op() for _ in range(cfg.ra_n)],
-                     "jitter": self.jitter.make_params([self.one]) if cfg.jitter > 0 else None,
-                     "erase": self.erase.make_params([self.one]) if cfg.reprob > 0 and torch.rand(1) < cfg.reprob
-                     else None}  # RandomErasing's coin, then its box (and noise)
-            per_image += [chunk] * cfg.ra_chunk
-        cutout = None
+        per_image, boxes, noise, cutout = [], None, None, None
+        if cfg.reprob > 0:
+            boxes = torch.zeros(B, 1, H, W, dtype=torch.bool)
+            noise = torch.zeros(B, 3, H, W) if cfg.erase_fill == "noise" else None
+        for i in range(0, B, cfg.ra_chunk):
+            per_image += [{"crop": self.crop.make_params([self.one]) if cfg.crop_scale < 1 else None,
+                           "ops": [self.draw_op() for _ in range(cfg.ra_n)],
+                           "jitter": self.jitter.make_params([self.one]) if cfg.jitter > 0 else None}] * cfg.ra_chunk
+            e = self.erase.make_params([self.one]) if cfg.reprob > 0 and torch.rand(1) < cfg.reprob else None
+            if e is not None and e["v"] is not None:  # RandomErasing's coin, then its box; v None: none fitted
+                rows, cols = slice(e["i"], e["i"] + e["h"]), slice(e["j"], e["j"] + e["w"])
+                boxes[i:i + cfg.ra_chunk, :, rows, cols] = True
+                if noise is not None:
+                    noise[i:i + cfg.ra_chunk, :, rows, cols] = e["v"]
         if cfg.cutout > 0:  # a square centred anywhere, clipped at the border
             top, left = torch.randint(H, (B, 1)) - cfg.cutout // 2, torch.randint(W, (B, 1)) - cfg.cutout // 2
             rows, cols = torch.arange(H) - top, torch.arange(W) - left  # (B, H), (B, W)
             cutout = ((rows >= 0) & (rows < cfg.cutout))[:, None, :, None] & ((cols >= 0) & (cols < cfg.cutout))[:, None, None]
-        return flip, per_image[:B], cutout
+        return flip, per_image[:B], boxes, noise, cutout
 
     def draw_op(self):  # as T.RandAugment draws it, after T.RandomApply's coin
         if self.cfg.ra_p < 1 and torch.rand(1) >= self.cfg.ra_p:
@@ -475,46 +481,45 @@ class TrainLoader:
         op, magnitude, signed = self.ops[int(torch.randint(len(self.ops), ()))]
         return op, -magnitude if signed and torch.rand(()) <= 0.5 else magnitude
 
-    def apply(self, x, flip, per_image, cutout):
+    def apply(self, x, flip, per_image, boxes, noise, cutout):
         """uint8 (B, 3, H, W) on the device -> normalised float, one kernel call per crop box and per (op, magnitude)."""
         x = torch.where(flip.to(self.dev)[:, None, None, None], x.flip(-1), x)
         if self.cfg.crop_scale < 1:
-            for box, n in groups(tuple(d["crop"].items()) for d in per_image):
+            for box, n in groups((tuple(d["crop"].items()) for d in per_image), self.dev):
                 x[n] = self.crop.transform(x[n], dict(box))
         for layer in range(self.cfg.ra_n):
-            for op, n in groups(d["ops"][layer] for d in per_image):
+            for op, n in groups((d["ops"][layer] for d in per_image), self.dev):
                 if op is not None:  # torchvision's own call (private: a test guards it)
                     x[n] = self.ra._apply_image_or_video_transform(x[n], *op, self.ra.interpolation, self.ra._fill)
         if self.cfg.jitter > 0:
             x = jitter_batch(x, [d["jitter"] for d in per_image])
         x = (x.float() / 255.0 - self.mean) / self.std
-        for n, e in enumerate(d["erase"] for d in per_image):
-            if e is not None and e["v"] is not None:  # v None: no box fitted in 10 tries
-                x[n, :, e["i"]:e["i"] + e["h"], e["j"]:e["j"] + e["w"]] = e["v"].to(self.dev)
+        if boxes is not None:
+            x = torch.where(boxes.to(self.dev), 0.0 if noise is None else noise.to(self.dev), x)
         return x if cutout is None else x.masked_fill(cutout.to(self.dev), 0.0)  # 0: the mean
 
 
-def groups(keys):
-    """[(key, the positions that hold it)], for one kernel call per distinct draw."""
+def groups(keys, dev):
+    """[(key, the positions that hold it, on dev)], for one kernel call per distinct draw."""
     found = {}
     for n, key in enumerate(keys):
         found.setdefault(key, []).append(n)
-    return [(key, torch.tensor(n)) for key, n in found.items()]
+    return [(key, torch.tensor(n, device=dev)) for key, n in found.items()]
 
 
 def jitter_batch(x, params):
     """T.ColorJitter's transform, factors per image, uint8: brightness, contrast and saturation blend each image with
     black, its grey's mean or its grey (torchvision's _blend: x r + other (1 - r), one rounding)."""
-    for order, n in groups(tuple(p["fn_idx"].tolist()) for p in params):
+    keys = ("brightness_factor", "contrast_factor", "saturation_factor")  # fn 0, 1, 2 (3, hue, is off)
+    r = torch.tensor([[p[key] for key in keys] for p in params], dtype=torch.float64).view(-1, 3, 1, 1, 1)
+    r, rest = r.float().to(x.device), (1 - r).float().to(x.device)  # 1 - r in float64, as _blend
+    for order, n in groups((tuple(fn for fn in p["fn_idx"].tolist() if fn < 3) for p in params), x.device):
         y = x[n]
-        for fn in [fn for fn in order if fn < 3]:  # 0 brightness, 1 contrast, 2 saturation, 3 hue
-            key = ("brightness_factor", "contrast_factor", "saturation_factor")[fn]
-            r = torch.tensor([params[i][key] for i in n.tolist()], dtype=torch.float64).view(-1, 1, 1, 1)
-            r, rest = r.float().to(x.device), (1 - r).float().to(x.device)  # 1 - r in float64, as _blend
+        for fn in order:
             other = y[:, 0].mul(0.2989).add_(y[:, 1], alpha=0.587).add_(y[:, 2], alpha=0.114)[:, None].floor_() \
                 if fn else torch.zeros((), device=x.device)  # black, or the grey (ITU-R 601-2)
             other = other.mean(dim=(1, 2, 3), keepdim=True) if fn == 1 else other  # contrast: its mean
-            y = torch.addcmul(y.mul(r), other, rest).clamp_(0, 255).to(torch.uint8)
+            y = torch.addcmul(y.mul(r[n, fn]), other, rest[n, fn]).clamp_(0, 255).to(torch.uint8)
         x[n] = y
     return x
 

@@ -2368,8 +2368,8 @@ def test_progress_terminal_line_in_place_only_on_a_terminal(program, monkeypatch
 # made the results. The ViT's stands above the 835 lines / 49,800 characters its issue asked for: the device loader
 # (bit for bit with torchvision, so every recorded result keeps its meaning), the level keys and the checkpoint rule
 # did not fit there without dropping behaviour. A second pass (wording only) took it from 886 / 53,744 to 879 /
-# 53,170; the budget holds it there.
-BUDGETS = {"mimetic_vit.py": {"lines": 879, "characters": 53_200, "lines over 100 columns": 170},
+# 53,170; erasing as one masked write per batch (a device call per image before) brought it to 884 / 53,723.
+BUDGETS = {"mimetic_vit.py": {"lines": 884, "characters": 53_750, "lines over 100 columns": 170},
            "mimetic_lm.py": {"lines": 860, "characters": 52_000, "lines over 100 columns": 211},
            "results/scripts/": {"lines": 1_500},
            "results/scripts/results_readme.py": {"lines": 550}}

@@ -7,7 +7,8 @@ synthetic input: forward, the fp32 cross-entropy, backward, gradient clipping an
 mimetic_vit.train() does them (same optimizer, precision and compile choice): the model step. Then the
 augmentation alone on random uint8 32x32 images: mimetic_vit.TrainLoader's draws on one CPU core, and the
 loader's batches (draws, then applied on the device) after 5 of them, and how far they are from the same draws
-applied on the CPU (bit for bit there: test_mimetic.py); then the whole step, loader and model,
+applied on the CPU (bit for bit there: test_mimetic.py), and the torch calls the device work takes per batch
+(counted on the meta device, which holds no data: on CUDA each is a kernel launch or a view); then the whole step, loader and model,
 as train() runs it; then what train() does between two epochs (a test pass over 10,000 images, eager and, if compiled,
 compiled; a checkpoint write), beside an epoch at the whole step's rate; then attention alone at the model's
 shape under each scaled_dot_product_attention backend (torch's own choice first). The last line is
@@ -35,6 +36,36 @@ import mimetic_vit as mv  # noqa: E402
 
 
 TEST_IMAGES = 10_000  # CIFAR-10's and CIFAR-100's test sets
+
+
+class DeviceCalls(torch.overrides.TorchFunctionMode):
+    """Counts the torch calls that touch a tensor on the meta device (a stand-in: on CUDA each is a launch, or a view),
+    and those that bring host data to it (a CPU tensor among their arguments, or torch.tensor(..., device=))."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls = self.copies = 0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        tensors = [t for t in (*args, *(kwargs or {}).values(), out) if isinstance(t, torch.Tensor)]
+        if any(t.is_meta for t in tensors):
+            self.calls += 1
+            self.copies += func is torch.tensor or any(not t.is_meta for t in tensors)
+        return out
+
+
+def augmentation_calls(cfg):
+    """(calls, copies): DeviceCalls of TrainLoader.apply on one batch of random images, drawn from seed 0."""
+    images = torch.randint(256, (cfg.batch_size, 3, 32, 32), dtype=torch.uint8)
+    loader = mv.TrainLoader(images, torch.zeros(len(images), dtype=torch.long), cfg, mv.MEAN_STD[cfg.dataset],
+                            torch.device("meta"), None)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        draws = loader.draw(cfg.batch_size)
+    with DeviceCalls() as device:
+        loader.apply(images.to("meta"), *draws)
+    return device.calls, device.copies
 
 
 def train_flops_per_image(c):
@@ -118,6 +149,10 @@ def main(argv=None):
     loader_ips = cfg.batch_size / seconds_per_call(lambda: next(batches), sync)  # steady state: after 5 batches
     print(f"augmentation alone: draws {draw_ips:.0f} img/s on one CPU core; the loader (draws, then applied on "
           f"{dev.type}) {loader_ips:.0f} img/s")
+
+    calls, copies = augmentation_calls(cfg)
+    print(f"augmentation's device work per batch, counted on the meta device: {calls} torch calls, {copies} of them "
+          f"with host data")
 
     same = [mv.TrainLoader(images, labels, cfg, mv.MEAN_STD[cfg.dataset], d, torch.Generator().manual_seed(1))
             for d in (dev, torch.device("cpu"))]  # one epoch's draws applied on the device and on the CPU

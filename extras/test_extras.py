@@ -133,13 +133,25 @@ def test_extras_bench_lm_prints_one_line(capsys):
 # extras/bench_vit.py
 
 
+def test_train_loader_device_work_does_not_grow_with_the_batch():
+    """mimetic_vit.TrainLoader.apply issues a call per crop box, RandAugment (op, magnitude) and jitter order, never
+    per image: doubling the batch (every image erased with noise and jittered) adds no call with host data and almost
+    no call (bench_vit's count). Erasing image by image once cost 513 calls and 256 copies more at 512 images than at
+    256; the jitter's 24 groups (hue's place in the order counted) and their factors, 140 copies a batch."""
+    (calls, copies), (calls2, copies2) = (bench_vit.augmentation_calls(mv.parse_config(
+        ["--reprob=1", "--jitter=0.4", "--erase_fill=noise", f"--batch_size={b}"])) for b in (256, 512))
+    assert 1000 < calls and calls2 - calls < 16 and copies2 == copies < 110, (calls, calls2, copies, copies2)
+
+
 def test_extras_bench_vit_line_and_flops(capsys, monkeypatch):
     monkeypatch.setattr(bench_vit, "TEST_IMAGES", 300)  # the test pass: 10,000 images would take the suite 13 s
     ips = bench_vit.main(["--width=24", "--depth=1", "--heads=2", "--patch_size=8", "--batch_size=16", "--device=cpu"])
     out = capsys.readouterr().out.strip().splitlines()
-    assert ips > 0 and re.fullmatch(r"model step: \d+ img/s", out[-7]), out[-7]
+    assert ips > 0 and re.fullmatch(r"model step: \d+ img/s", out[-8]), out[-8]
     assert re.fullmatch(r"augmentation alone: draws \d+ img/s on one CPU core; the loader \(draws, then applied on "
-                        r"cpu\) \d+ img/s", out[-6]), out[-6]
+                        r"cpu\) \d+ img/s", out[-7]), out[-7]
+    assert re.fullmatch(r"augmentation's device work per batch, counted on the meta device: \d+ torch calls, \d+ of "
+                        r"them with host data", out[-6]), out[-6]
     assert out[-5] == "augmentation on cpu against the CPU: 0 of 128 images differ, by at most 0 (normalised units)"
     assert re.fullmatch(r"whole step: \d+ img/s, \d+% of the model step", out[-4]), out[-4]
     m = re.fullmatch(r"between epochs: test pass (\d+\.\d\d) s, checkpoint (\d+\.\d\d) s, (\d+\.\d)% of an epoch of "

@@ -482,7 +482,7 @@ class TrainLoader:
         return op, -magnitude if signed and torch.rand(()) <= 0.5 else magnitude
 
     def apply(self, x, flip, per_image, boxes, noise, cutout):
-        """uint8 (B, 3, H, W) on the device -> normalised float, one kernel call per crop box and per (op, magnitude)."""
+        """uint8 (B, 3, H, W) on the device -> normalised float: a call per crop box, (op, magnitude), jitter order."""
         x = torch.where(flip.to(self.dev)[:, None, None, None], x.flip(-1), x)
         if self.cfg.crop_scale < 1:
             for box, n in groups((tuple(d["crop"].items()) for d in per_image), self.dev):

@@ -393,6 +393,7 @@ MADE_BY = {  # folder: what made it, for the folders that hold no results.json o
     "cpu-broken-files": "`broken_files.sh` of results/scripts/ at `36726b4`",
     "cpu-bit-identity-08556b4-28c0304": "`python results/scripts/bit_identity.py` on two checkouts (its log)",
     "cpu-loader-speed": "`python results/scripts/loader_speed.py` (its log)",
+    "cpu-loader-device-calls": "`python extras/bench_vit.py` on two checkouts, then a draws-only script (its log)",
     "cpu-mutation-check": "`python results/scripts/mutation_check.py`",
     "cpu-epoch-time-before-after": "the laptop recipe, `--stop_epoch=1`, two checkouts side by side (its README.txt)",
     "cpu-epoch-time-minimal": f"the same; `modelbench.py`, `stepbench.py` {SCRIPTS} (its README.txt)",

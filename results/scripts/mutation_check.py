@@ -25,7 +25,7 @@ SEEDED = ("            with torch.random.fork_rng(devices=[]):\n                
           "                draws = self.draw(")
 SEEDED_LEAK = "            if True:\n                torch.manual_seed(seed)\n                draws = self.draw("
 DRAW_ORDER = ('"ops": [self.draw_op() for _ in range(cfg.ra_n)],\n'
-              '                     "jitter": self.jitter.make_params([self.one]) if cfg.jitter > 0 else None,')
+              '                           "jitter": self.jitter.make_params([self.one]) if cfg.jitter > 0 else None}]')
 MUTS = [  # (name, file, old, new, the tests that must fail: pytest -k)
     ("ViT device mix put back (85533dc's crash)", "mimetic_vit.py", "n = torch.full((), len(yb), device=dev)",
      "n = torch.tensor(len(yb))", "vit_trains_on_a_stand_in"),
@@ -49,14 +49,16 @@ MUTS = [  # (name, file, old, new, the tests that must fail: pytest -k)
      "the_rate_is_set"),
     ("ViT onecycle falls at 75%, not 80%", "mimetic_vit.py", "(0.8, cfg.lr / 20)", "(0.75, cfg.lr / 20)",
      "onecycle"),
-    ("ViT augmentation drawn once per batch", "mimetic_vit.py", "per_image += [chunk] * cfg.ra_chunk",
-     "per_image += [per_image[0] if per_image else chunk] * cfg.ra_chunk", "draws_per_image or bit_for_bit"),
+    ("ViT augmentation drawn once per batch", "mimetic_vit.py", "}] * cfg.ra_chunk", "}] * cfg.ra_chunk\n"
+     "            per_image[1:] = per_image[:1] * (len(per_image) - 1)", "draws_per_image or bit_for_bit"),
     ("ViT batch seed leaks into the caller's RNG", "mimetic_vit.py", SEEDED, SEEDED_LEAK, "bit_for_bit"),
     ("ViT jitter drawn before RandAugment", "mimetic_vit.py", DRAW_ORDER,
      '"jitter": self.jitter.make_params([self.one]) if cfg.jitter > 0 else None,\n'
-     '                     "ops": [self.draw_op() for _ in range(cfg.ra_n)],', "bit_for_bit"),
-    ("ViT jitter's blend rounded twice", "mimetic_vit.py", "torch.addcmul(y.mul(r), other, rest)",
-     "y.mul(r).add_(other * rest)", "bit_for_bit"),
+     '                           "ops": [self.draw_op() for _ in range(cfg.ra_n)]}]', "bit_for_bit"),
+    ("ViT jitter's blend rounded twice", "mimetic_vit.py", "torch.addcmul(y.mul(r[n, fn]), other, rest[n, fn])",
+     "y.mul(r[n, fn]).add_(other * rest[n, fn])", "bit_for_bit"),
+    ("ViT erasing's box a row short", "mimetic_vit.py", 'slice(e["i"], e["i"] + e["h"])',
+     'slice(e["i"], e["i"] + e["h"] - 1)', "bit_for_bit"),
     ("ViT checkpoints only at epoch 1 and the end", "mimetic_vit.py", " or time.perf_counter() - saved > CHECKPOINT_S:",
      ":", "killed_epochs_after"),
     ("ViT checkpoint holds the data stream of epoch 0", "mimetic_vit.py",

@@ -413,8 +413,8 @@ def norm_stats(mean_std, dev):
 
 
 class TrainLoader:
-    """A run's training batches, as airbench's CifarLoader: uint8 images on the device. Per epoch gen draws the order
-    and a seed per batch; draw() makes the batch's draws on the CPU as train.py's transforms (lines 69-77) make them
+    """Training batches, as airbench's CifarLoader: uint8 images on the device. Per epoch gen draws the order
+    and a seed per batch; draw() makes a batch's draws on the CPU as train.py's transforms (lines 69-77) make them
     image by image, apply() applies them batched with torchvision's kernels: the same bits on a CPU (a test says so)."""
 
     def __init__(self, x, y, cfg, mean_std, dev, gen):
@@ -434,7 +434,7 @@ class TrainLoader:
     def __iter__(self):  # one epoch of (normalised float images, labels) on the device
         perm = torch.randperm(len(self.x), generator=self.gen)
         seeds = torch.randint(2 ** 62, (self.steps,), generator=self.gen).tolist()
-        # CUDA: augment on a side stream, so that torchvision's host-to-device copies wait for it, not the training
+        # CUDA: augment on a side stream, so that its copies from the host wait for it, not for training
         side = torch.cuda.Stream(self.dev) if self.dev.type == "cuda" else None
         for i, seed in enumerate(seeds):
             with torch.random.fork_rng(devices=[]):
@@ -452,19 +452,18 @@ class TrainLoader:
     def draw(self, B):
         """From torch's RNG, in train.py's order: flips (B,); a dict per image (one per ra_chunk images) of crop,
         RandAugment ops and jitter; RandomErasing's boxes as a mask (B, 1, H, W) and their noise (B, 3, H, W; None:
-        zeros); Cutout's squares as a mask (B, 1, H, W). Masks are None where off; apply() writes each at once."""
+        zeros); Cutout's squares as a mask (B, 1, H, W); None where off. apply() writes each at once."""
         cfg, (H, W) = self.cfg, self.one.shape[-2:]
         flip = torch.rand(B) < 0.5 if cfg.hflip else torch.zeros(B, dtype=torch.bool)
-        per_image, boxes, noise, cutout = [], None, None, None
-        if cfg.reprob > 0:
-            boxes = torch.zeros(B, 1, H, W, dtype=torch.bool)
-            noise = torch.zeros(B, 3, H, W) if cfg.erase_fill == "noise" else None
+        per_image, cutout = [], None
+        boxes = torch.zeros(B, 1, H, W, dtype=torch.bool) if cfg.reprob > 0 else None
+        noise = torch.zeros(B, 3, H, W) if cfg.reprob > 0 and cfg.erase_fill == "noise" else None
         for i in range(0, B, cfg.ra_chunk):
             per_image += [{"crop": self.crop.make_params([self.one]) if cfg.crop_scale < 1 else None,
                            "ops": [self.draw_op() for _ in range(cfg.ra_n)],
                            "jitter": self.jitter.make_params([self.one]) if cfg.jitter > 0 else None}] * cfg.ra_chunk
             e = self.erase.make_params([self.one]) if cfg.reprob > 0 and torch.rand(1) < cfg.reprob else None
-            if e is not None and e["v"] is not None:  # RandomErasing's coin, then its box; v None: none fitted
+            if e is not None and e["v"] is not None:  # RandomErasing's coin, its box; v None: none fitted
                 rows, cols = slice(e["i"], e["i"] + e["h"]), slice(e["j"], e["j"] + e["w"])
                 boxes[i:i + cfg.ra_chunk, :, rows, cols] = True
                 if noise is not None:
@@ -500,17 +499,18 @@ class TrainLoader:
 
 
 def groups(keys, dev):
-    """[(key, the positions that hold it, on dev)], for one kernel call per distinct draw."""
+    """[(key, its positions on dev)]: a kernel call per distinct draw, one copy to dev for all."""
     found = {}
     for n, key in enumerate(keys):
         found.setdefault(key, []).append(n)
-    return [(key, torch.tensor(n, device=dev)) for key, n in found.items()]
+    positions = torch.tensor([n for ns in found.values() for n in ns], device=dev)
+    return list(zip(found, positions.split([len(ns) for ns in found.values()])))
 
 
 def jitter_batch(x, params):
     """T.ColorJitter's transform, factors per image, uint8: brightness, contrast and saturation blend each image with
     black, its grey's mean or its grey (torchvision's _blend: x r + other (1 - r), one rounding)."""
-    keys = ("brightness_factor", "contrast_factor", "saturation_factor")  # fn 0, 1, 2 (3, hue, is off)
+    keys = ("brightness_factor", "contrast_factor", "saturation_factor")  # fn 0, 1, 2 (3: hue, off)
     r = torch.tensor([[p[key] for key in keys] for p in params], dtype=torch.float64).view(-1, 3, 1, 1, 1)
     r, rest = r.float().to(x.device), (1 - r).float().to(x.device)  # 1 - r in float64, as _blend
     for order, n in groups((tuple(fn for fn in p["fn_idx"].tolist() if fn < 3) for p in params), x.device):
@@ -525,7 +525,7 @@ def jitter_batch(x, params):
 
 
 def resize(x, size):
-    """Normalised (B, 3, H, W) -> (B, 3, size, size), bilinear (our choice: Table 7 does not say how it resized)."""
+    """Normalised (B, 3, H, W) -> (B, 3, size, size), bilinear (our choice: Table 7 does not say how)."""
     if x.shape[-2:] == (size, size):
         return x
     return F.interpolate(x, size=(size, size), mode="bilinear", antialias=x.shape[-1] > size)
@@ -691,7 +691,7 @@ RANGES = {**dict.fromkeys(("width", "depth", "heads", "patch_size", "mlp_ratio",
           "reprob": (0, 1), "ra_p": (0, 1), "label_smoothing": (0, 1)}  # every other number: 0 or more
 BOOLS = {"true": True, "1": True, "false": False, "0": False}
 RESUME_FREE = {"resume", "stop_epoch", "compile", "device", "eval_batch_size", "log_interval", "data_dir", "out_dir",
-               "workers"}  # workers: retired augmenting processes (the batches never depended on them)
+               "workers"}  # workers: retired worker processes (the batches never depended on them)
 CHECKPOINT_S = 60  # a checkpoint at most this often, and after epochs 1, --stop_epoch and the last (our choice):
                    # a run resumed from one replays the epochs since, bit for bit
 

@@ -137,10 +137,10 @@ def test_train_loader_device_work_does_not_grow_with_the_batch():
     """mimetic_vit.TrainLoader.apply issues a call per crop box, RandAugment (op, magnitude) and jitter order, never
     per image: doubling the batch (every image erased with noise and jittered) adds no call with host data and almost
     no call (bench_vit's count). Erasing image by image once cost 513 calls and 256 copies more at 512 images than at
-    256; the jitter's 24 groups (hue's place in the order counted) and their factors, 140 copies a batch."""
+    256; the jitter's 24 groups (hue's place in the order counted), 700 calls a batch; a copy per group, 50."""
     (calls, copies), (calls2, copies2) = (bench_vit.augmentation_calls(mv.parse_config(
         ["--reprob=1", "--jitter=0.4", "--erase_fill=noise", f"--batch_size={b}"])) for b in (256, 512))
-    assert 1000 < calls and calls2 - calls < 16 and copies2 == copies < 110, (calls, calls2, copies, copies2)
+    assert 1000 < calls < 1700 and calls2 - calls < 16 and copies2 == copies < 70, (calls, calls2, copies, copies2)
 
 
 def test_extras_bench_vit_line_and_flops(capsys, monkeypatch):

@@ -413,15 +413,15 @@ def norm_stats(mean_std, dev):
 
 
 class TrainLoader:
-    """Training batches, as airbench's CifarLoader: uint8 images on the device. Per epoch gen draws the order
-    and a seed per batch; draw() makes a batch's draws on the CPU as train.py's transforms (lines 69-77) make them
-    image by image, apply() applies them batched with torchvision's kernels: the same bits on a CPU (a test says so)."""
+    """Training batches, as airbench's CifarLoader: uint8 images on the device; per epoch gen draws the order and a seed
+    per batch. draw() makes a batch's draws on the CPU as train.py's transforms (lines 69-77) do per image, apply()
+    applies them batched with torchvision's kernels: on a CPU the same bits (a test says so), on CUDA up to rounding."""
 
     def __init__(self, x, y, cfg, mean_std, dev, gen):
         self.x, self.y, self.cfg, self.dev, self.gen = x.to(dev), y.to(dev), cfg, dev, gen
         self.mean, self.std = norm_stats(mean_std, dev)
         self.steps = len(x) // cfg.batch_size  # the last partial batch is dropped (fixed shapes)
-        self.one = torch.empty(x.shape[1:], dtype=torch.uint8)  # make_params reads only its size
+        self.one = torch.empty(x.shape[1:], dtype=torch.uint8)  # make_params reads its size
         self.crop = T.RandomResizedCrop(x.shape[-2:], scale=(cfg.crop_scale, 1.0), ratio=(1.0, 1.0))
         self.ra = T.RandAugment(num_ops=1, magnitude=cfg.ra_m)
         self.ops = []  # (op, magnitude, signed), torchvision's table (private: a test guards it)
@@ -509,7 +509,7 @@ def groups(keys, dev):
 
 def jitter_batch(x, params):
     """T.ColorJitter's transform, factors per image, uint8: brightness, contrast and saturation blend each image with
-    black, its grey's mean or its grey (torchvision's _blend: x r + other (1 - r), one rounding)."""
+    black, its grey's mean or its grey (torchvision's _blend: x r + other (1 - r), rounded once)."""
     keys = ("brightness_factor", "contrast_factor", "saturation_factor")  # fn 0, 1, 2 (3: hue, off)
     r = torch.tensor([[p[key] for key in keys] for p in params], dtype=torch.float64).view(-1, 3, 1, 1, 1)
     r, rest = r.float().to(x.device), (1 - r).float().to(x.device)  # 1 - r in float64, as _blend
@@ -610,7 +610,7 @@ def train(model, data, mean_std, cfg, dev, amp, ckpt=None):
     test_stats, steps = norm_stats(mean_std, dev), loader.steps
     step = first_step = len(history) * steps
     progress = Progress(cfg.epochs * steps, cfg.batch_size, "img", step)
-    saved = time.perf_counter()  # the last checkpoint's time
+    saved = time.perf_counter()  # the last checkpoint
     for epoch in range(len(history) + 1, cfg.epochs + 1):
         t0 = time.perf_counter()
         running = torch.zeros(2, 3, device=dev)  # (this epoch, this log interval) x (loss * n, correct, n)

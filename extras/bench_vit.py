@@ -6,12 +6,13 @@ Measures, after 5 warm-up steps (torch.compile and allocation happen there), 20 
 synthetic input: forward, the fp32 cross-entropy, backward, gradient clipping and the AdamW step, as
 mimetic_vit.train() does them (same optimizer, precision and compile choice): the model step. Then the
 augmentation alone on random uint8 32x32 images: mimetic_vit.TrainLoader's draws on one CPU core, and the
-loader's batches (draws, then applied on the device) after 5 of them, and how far they are from the same draws
-applied on the CPU (bit for bit there: test_mimetic.py), and the torch calls the device work takes per batch
-(counted on the meta device, which holds no data: on CUDA each is a kernel launch or a view); then the whole step, loader and model,
-as train() runs it; then what train() does between two epochs (a test pass over 10,000 images, eager and, if compiled,
-compiled; a checkpoint write), beside an epoch at the whole step's rate; then attention alone at the model's
-shape under each scaled_dot_product_attention backend (torch's own choice first). The last line is
+loader's batches (draws, then applied on the device) after 5 of them; the torch calls its device work takes per
+batch (counted on the meta device, which holds no data: on CUDA each is a kernel launch or a view); how far the
+batches are from the same draws applied on the CPU (bit for bit there: test_mimetic.py); then the whole step,
+loader and model, as train() runs it; then what train() does between two epochs (a test pass over 10,000 images,
+eager and, if compiled, compiled; a checkpoint write), beside an epoch at the whole step's rate; then attention
+alone at the model's shape under each scaled_dot_product_attention backend (torch's own choice first). The last
+line is
 
     benchmark: N img/s | X TFLOP/s (model matmuls) | <hardware> | <precision> | compile <bool> | width .. batch ..
 
@@ -47,8 +48,9 @@ class DeviceCalls(torch.overrides.TorchFunctionMode):
         self.calls = self.copies = 0
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        tensors = [t for t in (*args, *(kwargs or {}).values(), out) if isinstance(t, torch.Tensor)]
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        tensors = [t for t in (*args, *kwargs.values(), out) if isinstance(t, torch.Tensor)]
         if any(t.is_meta for t in tensors):
             self.calls += 1
             self.copies += func is torch.tensor or any(not t.is_meta for t in tensors)

@@ -35,6 +35,7 @@ import torch.nn.functional as F
 import torchvision
 import torchvision.transforms.v2 as T
 from einops import rearrange
+from torch.utils.data import DataLoader
 
 # -----------------------------------------------------------------------------
 # config: plain globals, each overridable as --key=value (parsed in main(), never at import)
@@ -417,7 +418,7 @@ class TrainLoader:
     per batch. draw() makes a batch's draws on the CPU as train.py's transforms (lines 69-77) do per image, apply()
     applies them batched with torchvision's kernels: on a CPU the same bits (a test says so), on CUDA up to rounding."""
 
-    def __init__(self, x, y, cfg, mean_std, dev, gen):
+    def __init__(self, x, y, cfg, mean_std, dev, gen, ahead=None):
         self.x, self.y, self.cfg, self.dev, self.gen = x.to(dev), y.to(dev), cfg, dev, gen
         self.mean, self.std = norm_stats(mean_std, dev)
         self.steps = len(x) // cfg.batch_size  # the last partial batch is dropped (fixed shapes)
@@ -430,16 +431,18 @@ class TrainLoader:
             self.ops.append((op, 0.0, False) if m is None else (op, float(m[cfg.ra_m]), signed))
         self.jitter = T.ColorJitter(cfg.jitter, cfg.jitter, cfg.jitter)
         self.erase = T.RandomErasing(p=1.0, value="random" if cfg.erase_fill == "noise" else 0)
+        # CUDA (on Linux): two forked worker processes make the draws, batches ahead (our choice): on one core they take
+        # about as long as an H200's ViT-Tiny step, time the thread that launches the kernels does not have
+        self.ahead = dev.type == "cuda" and sys.platform == "linux" if ahead is None else ahead
 
     def __iter__(self):  # one epoch of (normalised float images, labels) on the device
         perm = torch.randperm(len(self.x), generator=self.gen)
         seeds = torch.randint(2 ** 62, (self.steps,), generator=self.gen).tolist()
+        all_draws = DataLoader(seeds, batch_size=None, collate_fn=self.draws_of, num_workers=2 * self.ahead,
+                               multiprocessing_context="fork" if self.ahead else None, generator=torch.Generator())
         # CUDA: augment on a side stream, so that its copies from the host wait for it, not for training
         side = torch.cuda.Stream(self.dev) if self.dev.type == "cuda" else None
-        for i, seed in enumerate(seeds):
-            with torch.random.fork_rng(devices=[]):
-                torch.manual_seed(seed)
-                draws = self.draw(self.cfg.batch_size)
+        for i, draws in enumerate(all_draws):
             with torch.cuda.stream(side) if side else nullcontext():
                 idx = perm[i * self.cfg.batch_size:(i + 1) * self.cfg.batch_size].to(self.dev)
                 batch = self.apply(self.x[idx], *draws), self.y[idx]
@@ -448,6 +451,11 @@ class TrainLoader:
                 for t in batch:
                     t.record_stream(torch.cuda.current_stream(self.dev))
             yield batch
+
+    def draws_of(self, seed):  # a batch's draws, from its own seed: the same wherever they are made
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            return self.draw(self.cfg.batch_size)
 
     def draw(self, B):
         """From torch's RNG, in train.py's order: flips (B,); a dict per image (one per ra_chunk images) of crop,
@@ -461,7 +469,7 @@ class TrainLoader:
         for i in range(0, B, cfg.ra_chunk):
             per_image += [{"crop": self.crop.make_params([self.one]) if cfg.crop_scale < 1 else None,
                            "ops": [self.draw_op() for _ in range(cfg.ra_n)],
-                           "jitter": self.jitter.make_params([self.one]) if cfg.jitter > 0 else None}] * cfg.ra_chunk
+                           "jitter": self.jitter_params() if cfg.jitter > 0 else None}] * cfg.ra_chunk
             e = self.erase.make_params([self.one]) if cfg.reprob > 0 and torch.rand(1) < cfg.reprob else None
             if e is not None and e["v"] is not None:  # RandomErasing's coin, its box; v None: none fitted
                 rows, cols = slice(e["i"], e["i"] + e["h"]), slice(e["j"], e["j"] + e["w"])
@@ -479,6 +487,10 @@ class TrainLoader:
             return None
         op, magnitude, signed = self.ops[int(torch.randint(len(self.ops), ()))]
         return op, -magnitude if signed and torch.rand(()) <= 0.5 else magnitude
+
+    def jitter_params(self):  # T.ColorJitter's draws, its order of the blends as a list (no tensor: cheap to send)
+        params = self.jitter.make_params([self.one])
+        return {**params, "fn_idx": params["fn_idx"].tolist()}
 
     def apply(self, x, flip, per_image, boxes, noise, cutout):
         """uint8 (B, 3, H, W) on the device -> normalised float: a call per crop box, (op, magnitude), jitter order."""
@@ -513,7 +525,7 @@ def jitter_batch(x, params):
     keys = ("brightness_factor", "contrast_factor", "saturation_factor")  # fn 0, 1, 2 (3: hue, off)
     r = torch.tensor([[p[key] for key in keys] for p in params], dtype=torch.float64).view(-1, 3, 1, 1, 1)
     r, rest = r.float().to(x.device), (1 - r).float().to(x.device)  # 1 - r in float64, as _blend
-    for order, n in groups((tuple(fn for fn in p["fn_idx"].tolist() if fn < 3) for p in params), x.device):
+    for order, n in groups((tuple(fn for fn in p["fn_idx"] if fn < 3) for p in params), x.device):
         y = x[n]
         for fn in order:
             other = y[:, 0].mul(0.2989).add_(y[:, 1], alpha=0.587).add_(y[:, 2], alpha=0.114)[:, None].floor_() \

@@ -644,14 +644,15 @@ RECIPES = {"authors100": [], "authors (crops)": ["--recipe=authors"], "v1 (chunk
 def test_train_loader_gives_torchvisions_batches_bit_for_bit(recipe):
     """The loader's batches, over two epochs and three seeds, are torchvision's transforms applied image by image
     (reference_augment, the pipeline of every recorded run) on the same order and batch seeds: the same bits, image
-    for image, with the data generator and torch's RNG in the same state after. So every result keeps its meaning."""
+    for image, drawn in the process or in worker processes (CUDA's way), with the data generator and torch's RNG in
+    the same state after. So every result keeps its meaning."""
     x = torch.randint(256, (300, 3, 32, 32), dtype=torch.uint8, generator=torch.Generator().manual_seed(9))
     y = torch.randint(10, (300,), generator=torch.Generator().manual_seed(8))
     mean, std = mv.norm_stats(mv.MEAN_STD["cifar10"], "cpu")
     for seed in (0, 1, 2):
         cfg = mv.parse_config(RECIPES[recipe] + ["--batch_size=96", f"--seed={seed}"])
         gen, ref_gen = torch.Generator().manual_seed(seed), torch.Generator().manual_seed(seed)
-        loader = mv.TrainLoader(x, y, cfg, mv.MEAN_STD["cifar10"], torch.device("cpu"), gen)
+        loader = mv.TrainLoader(x, y, cfg, mv.MEAN_STD["cifar10"], torch.device("cpu"), gen, ahead=seed == 1)
         torch.manual_seed(5)
         for epoch in range(2):
             got = list(loader)
@@ -2368,8 +2369,9 @@ def test_progress_terminal_line_in_place_only_on_a_terminal(program, monkeypatch
 # made the results. The ViT's stands above the 835 lines / 49,800 characters its issue asked for: the device loader
 # (bit for bit with torchvision, so every recorded result keeps its meaning), the level keys and the checkpoint rule
 # did not fit there without dropping behaviour. A second pass (wording only) took it from 886 / 53,744 to 879 /
-# 53,170; erasing as one masked write per batch (a device call per image before) brought it to 884 / 53,723.
-BUDGETS = {"mimetic_vit.py": {"lines": 884, "characters": 53_750, "lines over 100 columns": 170},
+# 53,170; erasing as one masked write per batch (a device call per image before) brought it to 884 / 53,723; the
+# draws made ahead in worker processes on CUDA (off the thread that launches the kernels) to 896 / 54,651.
+BUDGETS = {"mimetic_vit.py": {"lines": 896, "characters": 54_700, "lines over 100 columns": 170},
            "mimetic_lm.py": {"lines": 860, "characters": 52_000, "lines over 100 columns": 211},
            "results/scripts/": {"lines": 1_500},
            "results/scripts/results_readme.py": {"lines": 550}}

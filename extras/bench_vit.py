@@ -36,7 +36,7 @@ sys.path.insert(0, ROOT)
 import mimetic_vit as mv  # noqa: E402
 
 
-TEST_IMAGES = 10_000  # CIFAR-10's and CIFAR-100's test sets
+TRAIN_IMAGES, TEST_IMAGES = 50_000, 10_000  # CIFAR-10's and CIFAR-100's: a loader's epoch, a test pass
 
 
 class DeviceCalls(torch.overrides.TorchFunctionMode):
@@ -140,36 +140,44 @@ def main(argv=None):
     ips = cfg.batch_size / seconds_per_call(step, sync)
     print(f"model step: {ips:.0f} img/s")
 
-    images = torch.randint(256, (8 * cfg.batch_size, 3, 32, 32), dtype=torch.uint8)
+    images = torch.randint(256, (TRAIN_IMAGES, 3, 32, 32), dtype=torch.uint8)
     labels = torch.randint(c.num_classes, (len(images),))
-    loader = mv.TrainLoader(images, labels, cfg, mv.MEAN_STD[cfg.dataset], dev, torch.Generator().manual_seed(0))
+
+    def loader_of(ahead=None):  # None: train()'s choice (on CUDA worker processes make the draws)
+        return mv.TrainLoader(images, labels, cfg, mv.MEAN_STD[cfg.dataset], dev, torch.Generator().manual_seed(0), ahead)
+
+    loader = loader_of()
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     draw_ips = cfg.batch_size / seconds_per_call(lambda: loader.draw(cfg.batch_size), lambda: None, steps=10, warmup=2)
     torch.set_num_threads(threads)
-    batches = endless(loader)
-    loader_ips = cfg.batch_size / seconds_per_call(lambda: next(batches), sync)  # steady state: after 5 batches
-    print(f"augmentation alone: draws {draw_ips:.0f} img/s on one CPU core; the loader (draws, then applied on "
-          f"{dev.type}) {loader_ips:.0f} img/s")
+    where = {True: "in worker processes", False: "inline"}
+    batches, others = endless(loader), endless(loader_of(not loader.ahead))
+    loader_ips, other_ips = (cfg.batch_size / seconds_per_call(lambda: next(b), sync) for b in (batches, others))
+    print(f"augmentation alone: draws {draw_ips:.0f} img/s on one CPU core; the loader (draws {where[loader.ahead]}, "
+          f"then applied on {dev.type}) {loader_ips:.0f} img/s, {other_ips:.0f} img/s with the draws "
+          f"{where[not loader.ahead]}")
 
     calls, copies = augmentation_calls(cfg)
     print(f"augmentation's device work per batch, counted on the meta device: {calls} torch calls, {copies} of them "
           f"with host data")
 
-    same = [mv.TrainLoader(images, labels, cfg, mv.MEAN_STD[cfg.dataset], d, torch.Generator().manual_seed(1))
-            for d in (dev, torch.device("cpu"))]  # one epoch's draws applied on the device and on the CPU
+    n = 8 * cfg.batch_size  # one epoch of 8 batches, its draws applied on the device and on the CPU
+    same = [mv.TrainLoader(images[:n], labels[:n], cfg, mv.MEAN_STD[cfg.dataset], d, torch.Generator().manual_seed(1))
+            for d in (dev, torch.device("cpu"))]
     diff = torch.cat([(a.cpu() - b).abs().flatten(1).amax(1) for (a, _), (b, _) in zip(*same)])
     print(f"augmentation on {dev.type} against the CPU: {(diff > 0).sum()} of {len(diff)} images differ, by at most "
           f"{diff.max():.2g} (normalised units)")
 
-    def whole():  # as train() runs a step: the loader's next batch, resized, then the model step
+    def whole(batches):  # as train() runs a step: the loader's next batch, resized, then the model step
         nonlocal x, y
         x, y = next(batches)
         x = mv.resize(x, c.image_size)
         step()
 
-    whole_ips = cfg.batch_size / seconds_per_call(whole, sync)
-    print(f"whole step: {whole_ips:.0f} img/s, {100 * whole_ips / ips:.0f}% of the model step")
+    whole_ips, other_ips = (cfg.batch_size / seconds_per_call(lambda: whole(b), sync) for b in (batches, others))
+    print(f"whole step: {whole_ips:.0f} img/s, {100 * whole_ips / ips:.0f}% of the model step; "
+          f"{100 * other_ips / ips:.0f}% with the draws {where[not loader.ahead]}")
 
     # between two epochs train() runs a test pass and writes a checkpoint
     test_x = torch.randint(256, (TEST_IMAGES, 3, 32, 32), dtype=torch.uint8, device=dev)
@@ -185,7 +193,7 @@ def main(argv=None):
         ckpt_cfg = SimpleNamespace(**{**vars(cfg), "out_dir": tmp})
         save_s = seconds_per_call(lambda: mv.save_checkpoint(ckpt_cfg, model, opt, torch.Generator().get_state(),
                                                              {"history": []}, dev), sync, 2, 1)
-    epoch_s = 50_000 // cfg.batch_size * cfg.batch_size / whole_ips  # CIFAR's 50,000 training images
+    epoch_s = TRAIN_IMAGES // cfg.batch_size * cfg.batch_size / whole_ips
     print(f"between epochs: test pass {test_s:.2f} s{compiled_test}, checkpoint {save_s:.2f} s, "
           f"{100 * (test_s + save_s) / (epoch_s + test_s + save_s):.1f}% of an epoch of {epoch_s:.1f} s at the whole "
           f"step's rate")

@@ -145,15 +145,17 @@ def test_train_loader_device_work_does_not_grow_with_the_batch():
 
 def test_extras_bench_vit_line_and_flops(capsys, monkeypatch):
     monkeypatch.setattr(bench_vit, "TEST_IMAGES", 300)  # the test pass: 10,000 images would take the suite 13 s
+    monkeypatch.setattr(bench_vit, "TRAIN_IMAGES", 1024)
     ips = bench_vit.main(["--width=24", "--depth=1", "--heads=2", "--patch_size=8", "--batch_size=16", "--device=cpu"])
     out = capsys.readouterr().out.strip().splitlines()
     assert ips > 0 and re.fullmatch(r"model step: \d+ img/s", out[-8]), out[-8]
-    assert re.fullmatch(r"augmentation alone: draws \d+ img/s on one CPU core; the loader \(draws, then applied on "
-                        r"cpu\) \d+ img/s", out[-7]), out[-7]
+    assert re.fullmatch(r"augmentation alone: draws \d+ img/s on one CPU core; the loader \(draws inline, then applied "
+                        r"on cpu\) \d+ img/s, \d+ img/s with the draws in worker processes", out[-7]), out[-7]
     assert re.fullmatch(r"augmentation's device work per batch, counted on the meta device: \d+ torch calls, \d+ of "
                         r"them with host data", out[-6]), out[-6]
     assert out[-5] == "augmentation on cpu against the CPU: 0 of 128 images differ, by at most 0 (normalised units)"
-    assert re.fullmatch(r"whole step: \d+ img/s, \d+% of the model step", out[-4]), out[-4]
+    assert re.fullmatch(r"whole step: \d+ img/s, \d+% of the model step; \d+% with the draws in worker processes",
+                        out[-4]), out[-4]
     m = re.fullmatch(r"between epochs: test pass (\d+\.\d\d) s, checkpoint (\d+\.\d\d) s, (\d+\.\d)% of an epoch of "
                      r"(\d+\.\d) s at the whole step's rate", out[-3])
     assert m and float(m[1]) > 0 and float(m[4]) > 0, out[-3]  # 300 test images take a CPU more than 5 ms

@@ -31,6 +31,7 @@ evidence (they compare the code with a copy of itself or restate its own formula
 test_init_source_is_a_verbatim_copy, test_lm_bpc_is_loss_over_ln2_and_ppl_is_exp.
 """
 import ast
+import functools
 import glob
 import importlib.util
 import inspect
@@ -818,11 +819,12 @@ def test_a_run_killed_epochs_after_its_last_checkpoint_replays_them_exactly(tmp_
 
 def test_a_run_killed_between_epochs_resumes_exactly(tmp_path, monkeypatch):
     """Killed in epoch 2's evaluation: the checkpoint of epoch 1 holds the data stream as epoch 1 left it, so the
-    resumed run is the uninterrupted one."""
+    resumed run is the uninterrupted one, even with its draws made in worker processes (CUDA's way) after the resume."""
     write_cifar(tmp_path)
     args = TINY + ["--epochs=3", f"--data_dir={tmp_path}"]
     whole = mv.main(args + [f"--out_dir={tmp_path / 'whole'}"])
     run_killed_in_evaluation(args + [f"--out_dir={tmp_path / 'cut'}"], 2, monkeypatch)
+    monkeypatch.setattr(mv.TrainLoader, "__init__", functools.partialmethod(mv.TrainLoader.__init__, ahead=True))
     resumed = mv.main(args + [f"--out_dir={tmp_path / 'cut'}", "--resume=True"])
     assert len(resumed["history"]) == 3
     for got, want in zip(resumed["history"], whole["history"]):

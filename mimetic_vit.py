@@ -432,7 +432,7 @@ class TrainLoader:
         self.jitter = T.ColorJitter(cfg.jitter, cfg.jitter, cfg.jitter)
         self.erase = T.RandomErasing(p=1.0, value="random" if cfg.erase_fill == "noise" else 0)
         # CUDA (on Linux): two forked worker processes make the draws, batches ahead (our choice): on one core they take
-        # about as long as an H200's ViT-Tiny step, time the thread that launches the kernels does not have
+        # most of an H200's ViT-Tiny step, time the thread that launches the kernels does not have
         self.ahead = dev.type == "cuda" and sys.platform == "linux" if ahead is None else ahead
 
     def __iter__(self):  # one epoch of (normalised float images, labels) on the device

@@ -187,11 +187,7 @@ class ViT(nn.Module):
         self.patch_embed = nn.Linear(c.in_channels * c.patch_size ** 2, c.width)
         self.cls_token = nn.Parameter(torch.zeros(1, 1, c.width))
         # position embeddings P (N, d): class token, then patches in raster order (our choice)
-        pos = torch.zeros(1, c.num_tokens, c.width)
-        if c.pos_trainable:
-            self.pos_embed = nn.Parameter(pos)
-        else:
-            self.register_buffer("pos_embed", pos)
+        self.pos_embed = nn.Parameter(torch.zeros(1, c.num_tokens, c.width), requires_grad=c.pos_trainable)
         self.blocks = nn.ModuleList([Block(c.width, c.heads, c.mlp_ratio) for _ in range(c.depth)])
         self.norm = nn.LayerNorm(c.width)
         self.head = nn.Linear(c.width, c.num_classes)

@@ -2,17 +2,18 @@
 Throughput of mimetic_vit.py's training step, to estimate how long the paper's runs take on your machine
 (no table or figure of the paper; README.md, "Speed", quotes it with its log).
 
-Measures, after 5 warm-up steps (torch.compile and allocation happen there), 20 timed training steps on
-synthetic input: forward, the fp32 cross-entropy, backward, gradient clipping and the AdamW step, as
-mimetic_vit.train() does them (same optimizer, precision and compile choice): the model step. Then the
-augmentation alone on random uint8 32x32 images: mimetic_vit.TrainLoader's draws on one CPU core, and the
-loader's batches (draws, then applied on the device) after 5 of them; the torch calls its device work takes per
-batch (counted on the meta device, which holds no data: on CUDA each is a kernel launch or a view); how far the
-batches are from the same draws applied on the CPU (bit for bit there: test_mimetic.py); then the whole step,
-loader and model, as train() runs it; then what train() does between two epochs (a test pass over 10,000 images,
-eager and, if compiled, compiled; a checkpoint write), beside an epoch at the whole step's rate; then attention
-alone at the model's shape under each scaled_dot_product_attention backend (torch's own choice first). The last
-line is
+Measures, after 5 warm-up steps (torch.compile and allocation happen there), 20 timed training steps on synthetic
+input: forward, the fp32 cross-entropy, backward, gradient clipping and the AdamW step, as mimetic_vit.train()
+does them (same optimizer, precision and compile choice): the model step. Then the augmentation alone on random
+uint8 32x32 images: mimetic_vit.TrainLoader's draws on one CPU core, and the loader's batches (draws made as
+train() makes them, in worker processes on CUDA, then applied on the device) after 5 of them, and with the draws
+made the other way (inline on CUDA); the torch calls its device work takes per batch (counted on the meta device,
+which holds no data: on CUDA each is a kernel launch or a view); how far the batches are from the same draws
+applied on the CPU (bit for bit there: test_mimetic.py); then the whole step, loader and model, as train() runs it
+(and with the draws made the other way); then what train() does between two epochs (a test pass over 10,000
+images, eager and, if compiled, compiled; a checkpoint write), beside an epoch at the whole step's rate; then
+attention alone at the model's shape under each scaled_dot_product_attention backend (torch's own choice first).
+The last line is
 
     benchmark: N img/s | X TFLOP/s (model matmuls) | <hardware> | <precision> | compile <bool> | width .. batch ..
 
@@ -144,7 +145,8 @@ def main(argv=None):
     labels = torch.randint(c.num_classes, (len(images),))
 
     def loader_of(ahead=None):  # None: train()'s choice (on CUDA worker processes make the draws)
-        return mv.TrainLoader(images, labels, cfg, mv.MEAN_STD[cfg.dataset], dev, torch.Generator().manual_seed(0), ahead)
+        gen = torch.Generator().manual_seed(0)
+        return mv.TrainLoader(images, labels, cfg, mv.MEAN_STD[cfg.dataset], dev, gen, ahead)
 
     loader = loader_of()
     threads = torch.get_num_threads()
@@ -154,9 +156,10 @@ def main(argv=None):
     where = {True: "in worker processes", False: "inline"}
     batches, others = endless(loader), endless(loader_of(not loader.ahead))
     loader_ips, other_ips = (cfg.batch_size / seconds_per_call(lambda: next(b), sync) for b in (batches, others))
-    print(f"augmentation alone: draws {draw_ips:.0f} img/s on one CPU core; the loader (draws {where[loader.ahead]}, "
-          f"then applied on {dev.type}) {loader_ips:.0f} img/s, {other_ips:.0f} img/s with the draws "
-          f"{where[not loader.ahead]}")
+    host = mv.hardware(torch.device("cpu")).split(", torch")[0]  # the CPU that makes the draws
+    print(f"augmentation alone: draws {draw_ips:.0f} img/s on one core ({host}); the loader (draws "
+          f"{where[loader.ahead]}, then applied on {dev.type}) {loader_ips:.0f} img/s, {other_ips:.0f} img/s with the "
+          f"draws {where[not loader.ahead]}")
 
     calls, copies = augmentation_calls(cfg)
     print(f"augmentation's device work per batch, counted on the meta device: {calls} torch calls, {copies} of them "

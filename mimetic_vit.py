@@ -409,46 +409,23 @@ def norm_stats(mean_std, dev):
     return tuple(torch.tensor(v, device=dev).view(1, 3, 1, 1) for v in mean_std)
 
 
-class TrainLoader:
-    """Training batches, as airbench's CifarLoader: uint8 images on the device; per epoch gen draws the order and a seed
-    per batch. draw() makes a batch's draws on the CPU as train.py's transforms (lines 69-77) do per image, apply()
-    applies them batched with torchvision's kernels: on a CPU the same bits (a test says so), on CUDA up to rounding."""
+class Draws:
+    """A batch's draws on the CPU, from torch's RNG seeded with the batch's seed: what train.py's
+    transforms (lines 69-77) draw per image, in order. No device tensor: on CUDA workers make them."""
 
-    def __init__(self, x, y, cfg, mean_std, dev, gen, ahead=None):
-        self.x, self.y, self.cfg, self.dev, self.gen = x.to(dev), y.to(dev), cfg, dev, gen
-        self.mean, self.std = norm_stats(mean_std, dev)
-        self.steps = len(x) // cfg.batch_size  # the last partial batch is dropped (fixed shapes)
-        self.one = torch.empty(x.shape[1:], dtype=torch.uint8)  # make_params reads its size
-        self.crop = T.RandomResizedCrop(x.shape[-2:], scale=(cfg.crop_scale, 1.0), ratio=(1.0, 1.0))
+    def __init__(self, cfg, shape):  # shape: one image's (C, H, W)
+        self.cfg = cfg
+        self.one = torch.empty(shape, dtype=torch.uint8)  # make_params reads its size
+        self.crop = T.RandomResizedCrop(shape[-2:], scale=(cfg.crop_scale, 1.0), ratio=(1.0, 1.0))
         self.ra = T.RandAugment(num_ops=1, magnitude=cfg.ra_m)
         self.ops = []  # (op, magnitude, signed), torchvision's table (private: a test guards it)
         for op, (magnitudes, signed) in self.ra._AUGMENTATION_SPACE.items():
-            m = magnitudes(self.ra.num_magnitude_bins, *x.shape[-2:])
+            m = magnitudes(self.ra.num_magnitude_bins, *shape[-2:])
             self.ops.append((op, 0.0, False) if m is None else (op, float(m[cfg.ra_m]), signed))
         self.jitter = T.ColorJitter(cfg.jitter, cfg.jitter, cfg.jitter)
         self.erase = T.RandomErasing(p=1.0, value="random" if cfg.erase_fill == "noise" else 0)
-        # CUDA (on Linux): two forked worker processes make the draws, batches ahead (our choice): on one core they take
-        # most of an H200's ViT-Tiny step, time the thread that launches the kernels does not have
-        self.ahead = dev.type == "cuda" and sys.platform == "linux" if ahead is None else ahead
 
-    def __iter__(self):  # one epoch of (normalised float images, labels) on the device
-        perm = torch.randperm(len(self.x), generator=self.gen)
-        seeds = torch.randint(2 ** 62, (self.steps,), generator=self.gen).tolist()
-        all_draws = DataLoader(seeds, batch_size=None, collate_fn=self.draws_of, num_workers=2 * self.ahead,
-                               multiprocessing_context="fork" if self.ahead else None, generator=torch.Generator())
-        # CUDA: augment on a side stream, so that its copies from the host wait for it, not for training
-        side = torch.cuda.Stream(self.dev) if self.dev.type == "cuda" else None
-        for i, draws in enumerate(all_draws):
-            with torch.cuda.stream(side) if side else nullcontext():
-                idx = perm[i * self.cfg.batch_size:(i + 1) * self.cfg.batch_size].to(self.dev)
-                batch = self.apply(self.x[idx], *draws), self.y[idx]
-            if side:  # training waits for the batch, which stays allocated until training is done with it
-                torch.cuda.current_stream(self.dev).wait_stream(side)
-                for t in batch:
-                    t.record_stream(torch.cuda.current_stream(self.dev))
-            yield batch
-
-    def draws_of(self, seed):  # a batch's draws, from its own seed: the same wherever they are made
+    def __call__(self, seed):  # a batch's draws from its own seed: the same wherever they are made
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             return self.draw(self.cfg.batch_size)
@@ -456,7 +433,7 @@ class TrainLoader:
     def draw(self, B):
         """From torch's RNG, in train.py's order: flips (B,); a dict per image (one per ra_chunk images) of crop,
         RandAugment ops and jitter; RandomErasing's boxes as a mask (B, 1, H, W) and their noise (B, 3, H, W; None:
-        zeros); Cutout's squares as a mask (B, 1, H, W); None where off. apply() writes each at once."""
+        zeros); Cutout's squares as a mask (B, 1, H, W); None where off. TrainLoader.apply writes each."""
         cfg, (H, W) = self.cfg, self.one.shape[-2:]
         flip = torch.rand(B) < 0.5 if cfg.hflip else torch.zeros(B, dtype=torch.bool)
         per_image, cutout = [], None
@@ -488,16 +465,51 @@ class TrainLoader:
         params = self.jitter.make_params([self.one])
         return {**params, "fn_idx": params["fn_idx"].tolist()}
 
+
+class TrainLoader:
+    """Training batches, as airbench's CifarLoader: uint8 images on the device; per epoch gen draws the order and a seed
+    per batch. Draws makes a batch's draws, apply() applies them batched with torchvision's kernels: on a CPU
+    the same bits as train.py's transforms image by image (a test says so), on CUDA up to rounding."""
+
+    def __init__(self, x, y, cfg, mean_std, dev, gen, ahead=None):
+        self.x, self.y, self.cfg, self.dev, self.gen = x.to(dev), y.to(dev), cfg, dev, gen
+        self.mean, self.std = norm_stats(mean_std, dev)
+        self.steps = len(x) // cfg.batch_size  # the last partial batch is dropped (fixed shapes)
+        self.draws = Draws(cfg, x.shape[1:])
+        # CUDA: two worker processes, kept from epoch to epoch, make the draws, batches ahead (our choice): on one core
+        # they take most of an H200's ViT-Tiny step, time the thread that launches the kernels does not have
+        self.ahead = dev.type == "cuda" if ahead is None else ahead
+        self.seeds = []  # the sampler: the epoch's batch seeds; range(2 ** 62)[seed] is the seed
+        self.all_draws = DataLoader(range(2 ** 62), batch_size=None, sampler=self.seeds, collate_fn=self.draws,
+                                    num_workers=2 * self.ahead, persistent_workers=self.ahead,
+                                    generator=torch.Generator())  # not torch's RNG
+
+    def __iter__(self):  # one epoch of (normalised float images, labels) on the device
+        perm = torch.randperm(len(self.x), generator=self.gen)
+        self.seeds[:] = torch.randint(2 ** 62, (self.steps,), generator=self.gen).tolist()
+        # CUDA: augment on a side stream, so that its copies from the host wait for it, not for training
+        side = torch.cuda.Stream(self.dev) if self.dev.type == "cuda" else None
+        for i, draws in enumerate(self.all_draws):
+            with torch.cuda.stream(side) if side else nullcontext():
+                idx = perm[i * self.cfg.batch_size:(i + 1) * self.cfg.batch_size].to(self.dev)
+                batch = self.apply(self.x[idx], *draws), self.y[idx]
+            if side:  # training waits for the batch, which stays allocated until training is done with it
+                torch.cuda.current_stream(self.dev).wait_stream(side)
+                for t in batch:
+                    t.record_stream(torch.cuda.current_stream(self.dev))
+            yield batch
+
     def apply(self, x, flip, per_image, boxes, noise, cutout):
         """uint8 (B, 3, H, W) on the device -> normalised float: a call per crop box, (op, magnitude), jitter order."""
+        crop, ra = self.draws.crop, self.draws.ra
         x = torch.where(flip.to(self.dev)[:, None, None, None], x.flip(-1), x)
         if self.cfg.crop_scale < 1:
             for box, n in groups((tuple(d["crop"].items()) for d in per_image), self.dev):
-                x[n] = self.crop.transform(x[n], dict(box))
+                x[n] = crop.transform(x[n], dict(box))
         for layer in range(self.cfg.ra_n):
             for op, n in groups((d["ops"][layer] for d in per_image), self.dev):
                 if op is not None:  # torchvision's own call (private: a test guards it)
-                    x[n] = self.ra._apply_image_or_video_transform(x[n], *op, self.ra.interpolation, self.ra._fill)
+                    x[n] = ra._apply_image_or_video_transform(x[n], *op, ra.interpolation, ra._fill)
         if self.cfg.jitter > 0:
             x = jitter_batch(x, [d["jitter"] for d in per_image])
         x = (x.float() / 255.0 - self.mean) / self.std

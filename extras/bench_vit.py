@@ -65,7 +65,7 @@ def augmentation_calls(cfg):
                             torch.device("meta"), None)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
-        draws = loader.draw(cfg.batch_size)
+        draws = loader.draws.draw(cfg.batch_size)
     with DeviceCalls() as device:
         loader.apply(images.to("meta"), *draws)
     return device.calls, device.copies
@@ -151,7 +151,7 @@ def main(argv=None):
     loader = loader_of()
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
-    draw_ips = cfg.batch_size / seconds_per_call(lambda: loader.draw(cfg.batch_size), lambda: None, steps=10, warmup=2)
+    draw_ips = cfg.batch_size / seconds_per_call(lambda: loader.draws(0), lambda: None, steps=10, warmup=2)
     torch.set_num_threads(threads)
     where = {True: "in worker processes", False: "inline"}
     batches, others = endless(loader), endless(loader_of(not loader.ahead))

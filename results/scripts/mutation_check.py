@@ -1,9 +1,9 @@
 """Each bug below, put into a scratch copy of the repository, must fail the test that guards it: a CPU tensor in
 device work (the first GPU step's crash), a checkpoint error that quotes torch's message raw, a missing attention
 init, training-loop bugs (labels, clipping, zero_grad, the plateau factor, the learning rate), the schedule, and
-the loader's bugs (a draw moved, shared or leaked; a rounding; the data stream in the checkpoint). Run from the repository root:
+the loader's bugs (a draw moved, shared or leaked; a worker's seed; a rounding; the data stream in the checkpoint):
 
-    python results/scripts/mutation_check.py > results/cpu-mutation-check/log.txt
+    python results/scripts/mutation_check.py > results/cpu-mutation-check/log.txt   # from the repository root
 """
 import os
 import shutil
@@ -21,11 +21,10 @@ LR = ("            lr = get_lr(step, cfg.epochs * steps, cfg)\n            for g
       "                group[\"lr\"] = lr\n")
 LR_LATE = ("            lr = get_lr(step, cfg.epochs * steps, cfg)\n            if step == first_step:\n"
            "                for group in opt.param_groups:\n                    group[\"lr\"] = lr\n")
-SEEDED = ("            with torch.random.fork_rng(devices=[]):\n                torch.manual_seed(seed)\n"
-          "                draws = self.draw(")
-SEEDED_LEAK = "            if True:\n                torch.manual_seed(seed)\n                draws = self.draw("
+SEEDED = "        with torch.random.fork_rng(devices=[]):\n            torch.manual_seed(seed)\n            return self.draw("
+SEEDED_LEAK = "        if True:\n            torch.manual_seed(seed)\n            return self.draw("
 DRAW_ORDER = ('"ops": [self.draw_op() for _ in range(cfg.ra_n)],\n'
-              '                           "jitter": self.jitter.make_params([self.one]) if cfg.jitter > 0 else None}]')
+              '                           "jitter": self.jitter_params() if cfg.jitter > 0 else None}]')
 MUTS = [  # (name, file, old, new, the tests that must fail: pytest -k)
     ("ViT device mix put back (85533dc's crash)", "mimetic_vit.py", "n = torch.full((), len(yb), device=dev)",
      "n = torch.tensor(len(yb))", "vit_trains_on_a_stand_in"),
@@ -47,14 +46,15 @@ MUTS = [  # (name, file, old, new, the tests that must fail: pytest -k)
     ("ViT lr set in the first param group only", "mimetic_vit.py", LR,
      '            lr = get_lr(step, cfg.epochs * steps, cfg)\n            opt.param_groups[0]["lr"] = lr\n',
      "the_rate_is_set"),
-    ("ViT onecycle falls at 75%, not 80%", "mimetic_vit.py", "(0.8, cfg.lr / 20)", "(0.75, cfg.lr / 20)",
-     "onecycle"),
+    ("ViT onecycle falls at 75%, not 80%", "mimetic_vit.py", "(0.8, cfg.lr / 20)", "(0.75, cfg.lr / 20)", "onecycle"),
     ("ViT augmentation drawn once per batch", "mimetic_vit.py", "}] * cfg.ra_chunk", "}] * cfg.ra_chunk\n"
      "            per_image[1:] = per_image[:1] * (len(per_image) - 1)", "draws_per_image or bit_for_bit"),
     ("ViT batch seed leaks into the caller's RNG", "mimetic_vit.py", SEEDED, SEEDED_LEAK, "bit_for_bit"),
     ("ViT jitter drawn before RandAugment", "mimetic_vit.py", DRAW_ORDER,
-     '"jitter": self.jitter.make_params([self.one]) if cfg.jitter > 0 else None,\n'
+     '"jitter": self.jitter_params() if cfg.jitter > 0 else None,\n'
      '                           "ops": [self.draw_op() for _ in range(cfg.ra_n)]}]', "bit_for_bit"),
+    ("ViT loader's workers seeded from torch's RNG", "mimetic_vit.py", "generator=torch.Generator())  # not torch's RNG",
+     ")", "bit_for_bit"),
     ("ViT jitter's blend rounded twice", "mimetic_vit.py", "torch.addcmul(y.mul(r[n, fn]), other, rest[n, fn])",
      "y.mul(r[n, fn]).add_(other * rest[n, fn])", "bit_for_bit"),
     ("ViT erasing's box a row short", "mimetic_vit.py", 'slice(e["i"], e["i"] + e["h"])',

@@ -479,7 +479,7 @@ class TrainLoader:
         # CUDA: two worker processes, kept from epoch to epoch, make the draws, batches ahead (our choice): on one core
         # they take most of an H200's ViT-Tiny step, time the thread that launches the kernels does not have
         self.ahead = dev.type == "cuda" if ahead is None else ahead
-        self.seeds = []  # this epoch's batch seeds, the sampler: range(2 ** 62) gives each back, Draws makes its draws
+        self.seeds = []  # the sampler: this epoch's batch seeds (range(2 ** 62) gives each back)
         self.all_draws = DataLoader(range(2 ** 62), batch_size=None, sampler=self.seeds, collate_fn=self.draws,
                                     num_workers=2 * self.ahead, persistent_workers=self.ahead,
                                     generator=torch.Generator())  # not torch's RNG

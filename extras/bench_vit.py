@@ -63,9 +63,7 @@ def augmentation_calls(cfg):
     images = torch.randint(256, (cfg.batch_size, 3, 32, 32), dtype=torch.uint8)
     loader = mv.TrainLoader(images, torch.zeros(len(images), dtype=torch.long), cfg, mv.MEAN_STD[cfg.dataset],
                             torch.device("meta"), None)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
-        draws = loader.draws.draw(cfg.batch_size)
+    draws = loader.draws(0)
     with DeviceCalls() as device:
         loader.apply(images.to("meta"), *draws)
     return device.calls, device.copies

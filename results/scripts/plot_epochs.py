@@ -35,7 +35,8 @@ FIGURES = {  # name: (file under figures/, [(label, folder prefix, colour)])
         ("mimetic init, authors' recipe (H100)", f"{GPU_AUTHORS}/log-mimetic.txt", (180, 20, 20)),
         ("default, authors100 (H200)", "results/gpu-h200-table1-authors100-partial/log-default.txt", (20, 150, 60)),
         ("mimetic, authors100 (H200)", "results/gpu-h200-table1-authors100-partial/log-mimetic.txt", (200, 120, 0)),
-        ("default, timm (H100)", "results/gpu-h100-e1-timm-default/log.txt", (120, 120, 120))]),
+        ("default, timm (H100)", "results/gpu-h100-e1-timm-default/log.txt", (120, 120, 120)),
+        ("mimetic, timm (H200)", "results/gpu-h200-e2-timm-mimetic/log.txt", (200, 60, 200))]),
     "proxy": ("vit-proxy-fit.png", [  # the overfitting proxy on today's default: train accuracy (augmented) and test
         ("default init, training batches", f"{PROXY}-default", (150, 170, 230), "train_acc"),
         ("mimetic init, training batches", f"{PROXY}-mimetic", (240, 150, 110), "train_acc"),
@@ -79,7 +80,6 @@ def main(name="e16"):
         draw.text((x(e) - 4, H - BOTTOM + 8), str(e), fill="black")
     draw.text((W // 2 - 20, H - 16), "epoch", fill="black")
     shown = {arm: [c for c in data[arm] if len(c) == max(map(len, data[arm]))] for arm in ARMS}
-    shown = {arm: runs for arm, runs in shown.items() if runs}
     for arm, runs in shown.items():  # every band first, translucent, so that bands show through each other
         high = [(x(i + 1), y(max(c[i] for c in runs))) for i in range(len(runs[0]))]
         low = [(x(i + 1), y(min(c[i] for c in runs))) for i in range(len(runs[0]))]

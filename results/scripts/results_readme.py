@@ -170,7 +170,7 @@ def word_valid():
 
 GPU1, GPU3 = lt.GPU1, "results/gpu-h100-table1-authors-partial"  # Table 1's pair: recipe v1 (H200), authors' (H100)
 GPU4 = "results/gpu-h200-table1-authors100-partial"  # Table 1's pair on the default recipe (authors100), H200
-GPU_E1 = "results/gpu-h100-e1-timm-default"  # --recipe=timm, default init, 100 epochs, H100 (the level issue's E1)
+GPU_E1, GPU_E2 = "results/gpu-h100-e1-timm-default", "results/gpu-h200-e2-timm-mimetic"  # --recipe=timm (the level issue)
 GPU_EPOCHS = (10, 20, 40, 49)
 
 
@@ -178,7 +178,8 @@ def gpu_recipes():
     """Table 1's pair per epoch under each recipe, from the logs: accuracy, best epoch, lowest test loss, last fit."""
     rows, runs = [], [(recipe, init, gpu, f"{folder}/log-{init}.txt") for recipe, gpu, folder in (
         ("authors100", "H200", GPU4), ("authors'", "H100", GPU3), ("v1", "H200", GPU1)) for init in ("mimetic", "default")]
-    for recipe, init, gpu, log in [("timm", "default", "H100", f"{GPU_E1}/log.txt")] + runs:
+    timm = [("timm", "mimetic", "H200", f"{GPU_E2}/log.txt"), ("timm", "default", "H100", f"{GPU_E1}/log.txt")]
+    for recipe, init, gpu, log in timm + runs:
         e = epochs(log)
         best, low, last = max(e, key=lambda n: e[n][1]), min(e, key=lambda n: e[n][3]), max(e)
         rows.append([recipe, init, gpu] + [f"{e[n][1]:.2f}" for n in GPU_EPOCHS]
@@ -484,7 +485,6 @@ def index(text):
 
 def contents(text):
     return "\n".join(f"- [{t}](#{slug(t)})" for t, _ in sections(text))
-
 
 
 BLOCKS = {

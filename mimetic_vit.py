@@ -93,7 +93,7 @@ RECIPES = {"authors100": {},
            # the first author's timm flags (locuslab/convmixer README.md lines 46-74; line 74: --scale 0.75 1.0):
            # rand-m9-mstd0.5-inc1 (timm's 9 of 10 = torchvision's 27 of 30, no magnitude noise), --reprob 0.25
            # --remode pixel, --opt-eps 1e-3, --clip-grad 1.0, smoothing 0.1; crop ratio 1 (train.py's), no mixup or
-           # cutmix (the paper names neither). 100 epochs, default init: under authors100 (results/gpu-h100-e1-*)
+           # cutmix (the paper names neither). 100 epochs: both inits under authors100 (results/gpu-h*-e[12]-*)
            "timm": dict(ra_n=2, ra_m=27, ra_p=0.5, crop_scale=0.75, jitter=0.0, reprob=0.25, erase_fill="noise",
                         label_smoothing=0.1, adam_eps=1e-3, grad_clip=1.0),
            # this project's first choices, before it followed the authors' script
@@ -467,17 +467,15 @@ class Draws:
 
 
 class TrainLoader:
-    """Training batches, as airbench's CifarLoader: uint8 images on the device; per epoch gen draws the order and a seed
-    per batch. Draws makes a batch's draws, apply() applies them batched with torchvision's kernels: on a CPU
-    the same bits as train.py's transforms image by image (a test says so), on CUDA up to rounding."""
+    """Training batches, as airbench's CifarLoader: uint8 images on the device; gen draws each epoch's order and batch
+    seeds, Draws a batch's draws, apply() applies them batched: on a CPU train.py's bits (a test), on CUDA near them."""
 
     def __init__(self, x, y, cfg, mean_std, dev, gen, ahead=None):
         self.x, self.y, self.cfg, self.dev, self.gen = x.to(dev), y.to(dev), cfg, dev, gen
         self.mean, self.std = norm_stats(mean_std, dev)
         self.steps = len(x) // cfg.batch_size  # the last partial batch is dropped (fixed shapes)
         self.draws = Draws(cfg, x.shape[1:])
-        # CUDA: two worker processes, kept from epoch to epoch, make the draws, batches ahead (our choice): on one core
-        # they take most of an H200's ViT-Tiny step, time the thread that launches the kernels does not have
+        # CUDA: two worker processes make the draws ahead, off the launching thread (our choice)
         self.ahead = dev.type == "cuda" if ahead is None else ahead
         self.seeds = []  # the sampler: this epoch's batch seeds (range(2 ** 62) gives each back)
         self.all_draws = DataLoader(range(2 ** 62), batch_size=None, sampler=self.seeds, collate_fn=self.draws,
@@ -487,7 +485,7 @@ class TrainLoader:
     def __iter__(self):  # one epoch of (normalised float images, labels) on the device
         perm = torch.randperm(len(self.x), generator=self.gen)
         self.seeds[:] = torch.randint(2 ** 62, (self.steps,), generator=self.gen).tolist()
-        # CUDA: augment on a side stream, so that its copies from the host wait for it, not for training
+        # CUDA: augment on a side stream: its copies from the host wait for it, not for training
         side = torch.cuda.Stream(self.dev) if self.dev.type == "cuda" else None
         for i, draws in enumerate(self.all_draws):
             with torch.cuda.stream(side) if side else nullcontext():
@@ -500,12 +498,14 @@ class TrainLoader:
             yield batch
 
     def apply(self, x, flip, per_image, boxes, noise, cutout):
-        """uint8 (B, 3, H, W) on the device -> normalised float: a call per crop box, (op, magnitude), jitter order."""
+        """uint8 (B, 3, H, W) on the device -> normalised float: a call per crop size, (op, magnitude), jitter order."""
         crop, ra = self.draws.crop, self.draws.ra
         x = torch.where(flip.to(self.dev)[:, None, None, None], x.flip(-1), x)
         if self.cfg.crop_scale < 1:
-            for box, n in groups((tuple(d["crop"].items()) for d in per_image), self.dev):
-                x[n] = crop.transform(x[n], dict(box))
+            corner = torch.tensor([(d["crop"]["top"], d["crop"]["left"]) for d in per_image], device=self.dev)
+            for (h, w), n in groups(((d["crop"]["height"], d["crop"]["width"]) for d in per_image), self.dev):
+                cut = x.unfold(2, h, 1).unfold(3, w, 1)[n, :, corner[n, 0], corner[n, 1]]  # (len(n), C, h, w)
+                x[n] = T.functional.resize(cut, crop.size, crop.interpolation, antialias=crop.antialias)
         for layer in range(self.cfg.ra_n):
             for op, n in groups((d["ops"][layer] for d in per_image), self.dev):
                 if op is not None:  # torchvision's own call (private: a test guards it)
@@ -606,7 +606,7 @@ def get_lr(step, total_steps, cfg):
 # training
 
 def forward_backward(net, x, y, amp, label_smoothing=0.0):
-    """One batch's loss (fp32 whatever the precision) and gradients; returns the loss and the logits."""
+    """One batch's loss (fp32 whatever the precision) and gradients: (loss, logits)."""
     with amp:
         logits = net(x)
     loss = F.cross_entropy(logits.float(), y, label_smoothing=label_smoothing)
@@ -622,7 +622,7 @@ def train(model, data, mean_std, cfg, dev, amp, ckpt=None):
     if len(train_x) < cfg.batch_size:
         raise SystemExit(f"error: {len(train_x):,} training images but batch_size {cfg.batch_size}: lower --batch_size")
     opt = make_optimizer(model, cfg.lr, cfg.weight_decay, dev, cfg.decay_all, cfg.adam_eps)
-    gen = torch.Generator().manual_seed(cfg.seed)  # the data order and the batches' augmentation seeds
+    gen = torch.Generator().manual_seed(cfg.seed)  # the data order and the batches' seeds
     state = restore(ckpt, opt, gen, dev) if ckpt is not None else {"history": []}
     history = state["history"]
     net = torch.compile(model) if cfg.compile == "true" or (cfg.compile == "auto" and dev.type == "cuda") else model
@@ -680,7 +680,7 @@ def train(model, data, mean_std, cfg, dev, amp, ckpt=None):
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     cfg = parse_config(argv)                     # a user's mistake ends here, with one error line
-    dev, amp, prec = device_and_precision(cfg)   # bf16 autocast on CUDA, else fp32; the loss is fp32
+    dev, amp, prec = device_and_precision(cfg)   # bf16 autocast on CUDA, else fp32 (the loss: fp32)
     print("config: " + " ".join(f"{k}={v}" for k, v in vars(cfg).items()))
     ckpt = open_run(cfg)                         # None for a new run; --resume: the checkpoint, of this config
     train_x, train_y, test_x, test_y = load_dataset(cfg.dataset, cfg.data_dir)

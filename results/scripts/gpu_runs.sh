@@ -6,16 +6,16 @@
 # SET picks the runs (100 epochs each unless EPOCHS says otherwise):
 #   screen  the default init under three augmentation recipes, 40 epochs (results/gpu-h200-screen-e40-default/)
 #   pair    Table 1's pair on the default recipe (results/gpu-h200-table1-authors100-partial/: cut off at epoch 87-88)
-#   e1, e2  --recipe=timm, default init (results/gpu-h100-e1-timm-default/), mimetic init
+#   e1, e2  --recipe=timm, default init (results/gpu-h100-e1-timm-default/), mimetic (results/gpu-h200-e2-timm-mimetic/)
 #   e3      --pos_emb=sincos2d on the default recipe, default init
 #   p4      Table 7's patch-4 ViT-Tiny, both inits, on the default recipe and on --recipe=timm
 # A step each (a run outlives its step: setsid), SLEEP the seconds to wait: SET=e1 bash results/scripts/gpu_runs.sh start
-# bench (extras/bench_vit.py --batch_size=512 alone, about 90 s: model step, loader and whole step with the draws ahead
-# and inline, device against CPU, epoch ends, attention per SDPA backend; TESTS=1 runs the suite's GPU tests before it)
+# bench (extras/bench_vit.py --batch_size=512 alone, about 90 s a recipe: model step, loader and whole step, device
+# against CPU, epoch ends, SDPA backends; BENCH=timm benches --recipe=timm; TESTS=1 runs the suite's GPU tests first)
 # | start (the data, the runs, their first lines) | look (their last lines) | collect (their logs until they end or
 # SLEEP runs out, then each last checkpoint tested, into ...-<name>-evaluate.txt; logs and results into OUT).
-# Times seen: one arm alone 100 epochs in 7.9 min on an H100 before TrainLoader (e1); the pair 7.3 s an epoch each on
-# an H200 and 8.5 on an H100, both at once, before it; the machine's start about 30 s, the data 20 s.
+# Times seen: one arm alone 100 epochs in 7.9 min on an H100 before TrainLoader (e1), 10.4 min on an H200 with it (e2,
+# timm's crops a kernel call each then); the pair 7.3 s an epoch each on an H200 before it; the start 40 s, the data 20 s.
 set -u
 export PYTHONUNBUFFERED=1
 SET=${SET:-screen}
@@ -46,7 +46,7 @@ bench)
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
     [ "${TESTS:-0}" = 1 ] && python3 -m pytest -q -p no:cacheprovider test_mimetic.py -k "gpu or cuda" 2>&1 \
         | tee $OUT/gpu-tests.txt | tail -n 3  # TESTS=1: the suite's GPU tests first (a few minutes)
-    python3 extras/bench_vit.py --batch_size=512 2>&1 | tee $OUT/bench-vit-b512-alone.txt | tail -n 8
+    python3 extras/bench_vit.py --batch_size=512 --recipe=${BENCH:-authors100} 2>&1 | tee $OUT/bench-vit-b512-${BENCH:-authors100}.txt | tail -n 9
     ;;
 start)
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv

@@ -1,0 +1,54 @@
+"""TrainLoader.apply on one batch of 512, mimetic_vit.py before (a kernel call per crop box, git show 0741869) and
+after (a call per crop size): the torch calls per batch, counted on the meta device as extras/bench_vit.py counts them
+(on CUDA each is a kernel launch or a view, paid by the thread that launches the model's kernels too), whether the
+batches are the same bits on the CPU, and milliseconds per batch on the CPU (one thread, medians of 15 rounds, before
+and after interleaved). From the repository root: python results/cpu-loader-crop-sizes/launch_cost.py"""
+import importlib.util
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import torch
+
+sys.path[:0] = [".", "extras"]
+import bench_vit  # noqa: E402
+import mimetic_vit as after  # noqa: E402
+
+
+def module(commit):
+    path = f"{tempfile.mkdtemp()}/mimetic_vit_before.py"
+    open(path, "w").write(subprocess.run(["git", "show", f"{commit}:mimetic_vit.py"], capture_output=True, text=True,
+                                         check=True).stdout)
+    spec = importlib.util.spec_from_file_location("mimetic_vit_before", path)
+    m = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(m)
+    return m
+
+
+torch.set_num_threads(1)
+before = module("0741869")
+print(after.hardware(torch.device("cpu")))
+images = torch.randint(256, (512, 3, 32, 32), dtype=torch.uint8, generator=torch.Generator().manual_seed(0))
+for recipe in ("authors", "timm", "authors100"):
+    loaders, calls, times, out = {}, {}, {}, {}
+    for name, mv in (("before", before), ("after", after)):
+        cfg = mv.parse_config([f"--recipe={recipe}", "--batch_size=512"])
+        loaders[name] = mv.TrainLoader(images, torch.zeros(512, dtype=torch.long), cfg, mv.MEAN_STD["cifar10"],
+                                       torch.device("cpu"), None)
+        meta = mv.TrainLoader(images, torch.zeros(512, dtype=torch.long), cfg, mv.MEAN_STD["cifar10"],
+                              torch.device("meta"), None)
+        with bench_vit.DeviceCalls() as device:
+            meta.apply(images.to("meta"), *meta.draws(0))
+        calls[name], times[name] = (device.calls, device.copies), []
+    draws = loaders["after"].draws(0)
+    for _ in range(15):  # interleaved rounds
+        for name, loader in loaders.items():
+            t = time.perf_counter()
+            out[name] = loader.apply(images, *draws)
+            times[name].append(1000 * (time.perf_counter() - t))
+    print(f"{recipe}: the same bits before and after on the CPU: {torch.equal(out['before'], out['after'])}")
+    for name in loaders:
+        print(f"{recipe}, {name}: {calls[name][0]} torch calls a batch ({calls[name][1]} with host data); on the CPU "
+              f"{statistics.median(times[name]):.1f} ms a batch")

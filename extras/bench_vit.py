@@ -10,7 +10,9 @@ train() makes them, in worker processes on CUDA, then applied on the device) aft
 made the other way (inline on CUDA); the torch calls its device work takes per batch (counted on the meta device,
 which holds no data: on CUDA each is a kernel launch or a view); how far the batches are from the same draws
 applied on the CPU (bit for bit there: test_mimetic.py); then the whole step, loader and model, as train() runs it
-(and with the draws made the other way); then what train() does between two epochs (a test pass over 10,000
+(and with the draws made the other way); two candidates for the thread that launches both, measured before either
+goes into mimetic_vit.py: the loader in a thread of its own, and (last, if compiled) the model step as CUDA graphs
+(torch.compile's reduce-overhead), alone and whole; then what train() does between two epochs (a test pass over 10,000
 images, eager and, if compiled, compiled; a checkpoint write), beside an epoch at the whole step's rate; then
 attention alone at the model's shape under each scaled_dot_product_attention backend (torch's own choice first).
 The last line is
@@ -24,8 +26,10 @@ Run from the repository root, with mimetic_vit.py's --key=value config keys (pyt
 """
 
 import os
+import queue
 import sys
 import tempfile
+import threading
 import time
 from types import SimpleNamespace
 
@@ -84,6 +88,20 @@ def endless(loader):
         yield from loader
 
 
+def in_a_thread(batches, depth=2):
+    """The batches, made up to `depth` ahead by a thread of their own: on CUDA their kernel launches run beside the
+    training thread's, which launches only the model's (a candidate for TrainLoader, measured here first)."""
+    ready = queue.Queue(maxsize=depth)
+
+    def make():
+        for batch in batches:
+            ready.put(batch)
+
+    threading.Thread(target=make, daemon=True).start()
+    while True:
+        yield ready.get()
+
+
 def seconds_per_call(fn, sync, steps=20, warmup=5):
     """Seconds per call of fn() after warmup calls (compilation and allocation happen there)."""
     for _ in range(warmup):
@@ -127,9 +145,9 @@ def main(argv=None):
     y = torch.randint(c.num_classes, (cfg.batch_size,), device=dev)
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
 
-    def step():
+    def step(model_net=None):  # None: net, as train() compiles it
         with amp:
-            logits = net(x)
+            logits = (model_net or net)(x)
         F.cross_entropy(logits.float(), y).backward()
         if cfg.grad_clip > 0:
             torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
@@ -172,15 +190,19 @@ def main(argv=None):
           f"differ; {100 * (levels > 0).float().mean():.2g}% of the values, {100 * (levels > 1.5).float().mean():.2g}% "
           f"by more than one level of 255, at most {levels.max():.0f}")
 
-    def whole(batches):  # as train() runs a step: the loader's next batch, resized, then the model step
+    def whole(batches, model_net=None):  # as train() runs a step: the loader's next batch, resized, then the model step
         nonlocal x, y
         x, y = next(batches)
         x = mv.resize(x, c.image_size)
-        step()
+        step(model_net)
 
     whole_ips, other_ips = (cfg.batch_size / seconds_per_call(lambda: whole(b), sync) for b in (batches, others))
     print(f"whole step: {whole_ips:.0f} img/s, {100 * whole_ips / ips:.0f}% of the model step; "
           f"{100 * other_ips / ips:.0f}% with the draws {where[not loader.ahead]}")
+    ahead = in_a_thread(batches)  # from here on the thread takes the loader's batches
+    thread_ips = cfg.batch_size / seconds_per_call(lambda: whole(ahead), sync)
+    print(f"whole step with the loader in a thread of its own: {thread_ips:.0f} img/s, {100 * thread_ips / ips:.0f}% of "
+          f"the model step")
 
     # between two epochs train() runs a test pass and writes a checkpoint
     test_x = torch.randint(256, (TEST_IMAGES, 3, 32, 32), dtype=torch.uint8, device=dev)
@@ -203,6 +225,14 @@ def main(argv=None):
     shape = (cfg.batch_size, c.heads, c.num_tokens, c.width // c.heads)
     ms = attention_ms(shape, torch.bfloat16 if prec.startswith("bf16") else torch.float32, dev, sync)
     print(f"attention {shape}, forward and backward: " + ", ".join(f"{k} {v:.2f} ms" for k, v in ms.items()))
+    if compiled:  # CUDA graphs: the model step launched as one graph, the thread's time left to the augmentation
+        graphs = torch.compile(model, mode="reduce-overhead")
+        graph_ips = cfg.batch_size / seconds_per_call(lambda: step(graphs), sync)
+        whole_graph_ips, thread_graph_ips = (cfg.batch_size / seconds_per_call(lambda: whole(b, graphs), sync)
+                                             for b in (endless(loader_of()), ahead))
+        print(f"with CUDA graphs (torch.compile mode reduce-overhead): model step {graph_ips:.0f} img/s, whole step "
+              f"{whole_graph_ips:.0f} img/s ({100 * whole_graph_ips / graph_ips:.0f}%), {thread_graph_ips:.0f} img/s "
+              f"with the loader in a thread ({100 * thread_graph_ips / graph_ips:.0f}%)")
     print(f"benchmark: {ips:.0f} img/s | {ips * train_flops_per_image(c) / 1e12:.2f} TFLOP/s (model matmuls) | "
           f"{mv.hardware(dev)} | {prec} | compile {compiled} | width {c.width} depth {c.depth} heads {c.heads} "
           f"patch {c.patch_size} image {c.image_size} batch {cfg.batch_size}")

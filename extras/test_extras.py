@@ -152,15 +152,17 @@ def test_extras_bench_vit_line_and_flops(capsys, monkeypatch):
     monkeypatch.setattr(bench_vit, "TRAIN_IMAGES", 1024)
     ips = bench_vit.main(["--width=24", "--depth=1", "--heads=2", "--patch_size=8", "--batch_size=16", "--device=cpu"])
     out = capsys.readouterr().out.strip().splitlines()
-    assert ips > 0 and re.fullmatch(r"model step: \d+ img/s", out[-8]), out[-8]
+    assert ips > 0 and re.fullmatch(r"model step: \d+ img/s", out[-9]), out[-9]
     assert re.fullmatch(r"augmentation alone: draws \d+ img/s on one core \(CPU .+ x\d+ threads \d+\); the loader "
                         r"\(draws inline, then applied on cpu\) \d+ img/s, \d+ img/s with the draws in worker "
-                        r"processes", out[-7]), out[-7]
+                        r"processes", out[-8]), out[-8]
     assert re.fullmatch(r"augmentation's device work per batch, counted on the meta device: \d+ torch calls, \d+ of "
-                        r"them with host data", out[-6]), out[-6]
-    assert out[-5] == ("augmentation on cpu against the CPU: 0 of 128 images differ; 0% of the values, 0% by more than one "
+                        r"them with host data", out[-7]), out[-7]
+    assert out[-6] == ("augmentation on cpu against the CPU: 0 of 128 images differ; 0% of the values, 0% by more than one "
                        "level of 255, at most 0")
     assert re.fullmatch(r"whole step: \d+ img/s, \d+% of the model step; \d+% with the draws in worker processes",
+                        out[-5]), out[-5]
+    assert re.fullmatch(r"whole step with the loader in a thread of its own: \d+ img/s, \d+% of the model step",
                         out[-4]), out[-4]
     m = re.fullmatch(r"between epochs: test pass (\d+\.\d\d) s, checkpoint (\d+\.\d\d) s, (\d+\.\d)% of an epoch of "
                      r"(\d+\.\d) s at the whole step's rate", out[-3])
@@ -175,8 +177,10 @@ def test_extras_bench_vit_line_and_flops(capsys, monkeypatch):
                            "--image_size=64", "--device=cpu", "--compile=true"]) > 0  # Table 7: the batch is resized
     out = capsys.readouterr().out.strip().splitlines()
     assert out[-1].endswith("compile True | width 24 depth 1 heads 2 patch 16 image 64 batch 8")
-    assert re.search(r"test pass \d+\.\d\d s \(\d+\.\d\d s compiled\)", out[-3])
-    assert compiled == [{}, {"dynamic": False}]  # the training step's, then the test pass's
+    assert re.search(r"test pass \d+\.\d\d s \(\d+\.\d\d s compiled\)", out[-4])
+    assert re.fullmatch(r"with CUDA graphs \(torch.compile mode reduce-overhead\): model step \d+ img/s, whole step \d+ "
+                        r"img/s \(\d+%\), \d+ img/s with the loader in a thread \(\d+%\)", out[-2]), out[-2]
+    assert compiled == [{}, {"dynamic": False}, {"mode": "reduce-overhead"}]  # the step's, the test pass's, as graphs
     # the FLOP count against torch's own counter (the math attention kernel, so that it counts q k^T and att v)
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from torch.utils.flop_counter import FlopCounterMode

@@ -10,8 +10,8 @@
 #   e3      --pos_emb=sincos2d on the default recipe, default init
 #   p4      Table 7's patch-4 ViT-Tiny, both inits, on the default recipe and on --recipe=timm
 # A step each (a run outlives its step: setsid), SLEEP the seconds to wait: SET=e1 bash results/scripts/gpu_runs.sh start
-# bench (extras/bench_vit.py --batch_size=512 alone, about 90 s a recipe: model step, loader and whole step, device
-# against CPU, epoch ends, SDPA backends; BENCH=timm benches --recipe=timm; TESTS=1 runs the suite's GPU tests first)
+# bench (extras/bench_vit.py --batch_size=512 alone, 90 s a recipe before its thread and CUDA-graph lines: model and
+# whole step, device against CPU, epoch ends, SDPA; BENCH=timm benches --recipe=timm; TESTS=1: the GPU tests first)
 # | start (the data, the runs, their first lines) | look (their last lines) | collect (their logs until they end or
 # SLEEP runs out, then each last checkpoint tested, into ...-<name>-evaluate.txt; logs and results into OUT).
 # Times seen: one arm alone 100 epochs in 7.9 min on an H100 before TrainLoader (e1), 10.4 min on an H200 with it (e2,

@@ -147,7 +147,7 @@ def main(argv=None):
 
     def step(model_net=None):  # None: net, as train() compiles it
         with amp:
-            logits = (model_net or net)(x)
+            logits = (net if model_net is None else model_net)(x)
         F.cross_entropy(logits.float(), y).backward()
         if cfg.grad_clip > 0:
             torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)

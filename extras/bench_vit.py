@@ -94,12 +94,18 @@ def in_a_thread(batches, depth=2):
     ready = queue.Queue(maxsize=depth)
 
     def make():
-        for batch in batches:
-            ready.put(batch)
+        try:
+            for batch in batches:
+                ready.put(batch)
+        except Exception as e:  # handed over: the training thread raises it rather than wait for ever
+            ready.put(e)
 
     threading.Thread(target=make, daemon=True).start()
     while True:
-        yield ready.get()
+        batch = ready.get()
+        if isinstance(batch, Exception):
+            raise batch
+        yield batch
 
 
 def seconds_per_call(fn, sync, steps=20, warmup=5):

@@ -13,6 +13,7 @@ import runpy
 import subprocess
 import sys
 import textwrap
+import threading
 import types
 from types import SimpleNamespace
 
@@ -145,6 +146,27 @@ def test_train_loader_device_work_does_not_grow_with_the_batch():
     uncropped, _ = bench_vit.augmentation_calls(mv.parse_config(flags + ["--crop_scale=1", "--batch_size=512"]))
     assert 1000 < calls < 1700 and calls2 - calls < 16 and copies2 == copies < 70, (calls, calls2, copies, copies2)
     assert calls2 - uncropped < 100, (calls2, uncropped)
+
+
+def test_extras_bench_vit_thread_hands_over_batches_and_errors():
+    """in_a_thread gives the batches in order, and an error in its thread reaches the caller (not a wait for ever)."""
+    def batches():
+        yield from (1, 2, 3)
+        raise RuntimeError("broken batch")
+
+    ahead, caught = bench_vit.in_a_thread(batches()), []
+    assert [next(ahead) for _ in range(3)] == [1, 2, 3]
+
+    def last():  # in a thread of the test's own, so that a wait for ever fails the test instead of hanging it
+        try:
+            next(ahead)
+        except RuntimeError as e:
+            caught.append(str(e))
+
+    waiting = threading.Thread(target=last, daemon=True)
+    waiting.start()
+    waiting.join(timeout=10)
+    assert caught == ["broken batch"]
 
 
 def test_extras_bench_vit_line_and_flops(capsys, monkeypatch):

@@ -190,7 +190,7 @@ def main(argv=None):
     n = 8 * cfg.batch_size  # one epoch of 8 batches, its draws applied on the device and on the CPU
     same = [mv.TrainLoader(images[:n], labels[:n], cfg, mv.MEAN_STD[cfg.dataset], d, torch.Generator().manual_seed(1))
             for d in (dev, torch.device("cpu"))]
-    std = torch.tensor(mv.MEAN_STD[cfg.dataset][1]).view(1, 3, 1, 1)
+    _, std = mv.norm_stats(mv.MEAN_STD[cfg.dataset], torch.device("cpu"))
     levels = torch.cat([(a.cpu() - b).abs() * std * 255 for (a, _), (b, _) in zip(*same)])  # in 255ths, as uint8
     print(f"augmentation on {dev.type} against the CPU: {(levels.flatten(1).amax(1) > 0).sum()} of {len(levels)} images "
           f"differ; {100 * (levels > 0).float().mean():.2g}% of the values, {100 * (levels > 1.5).float().mean():.2g}% "

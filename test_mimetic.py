@@ -1180,12 +1180,16 @@ def test_interrupted_checkpoint_write_keeps_the_last_one(tmp_path, monkeypatch):
 
 
 def test_device_and_precision(monkeypatch):
+    """The device and precision each setting picks. bf16 leaves fp32 matmuls at full precision: TF32 (bf16 passes on a
+    CPU) in torchvision's affine grids moved 1.8% of the default recipe's augmented values (results/cpu-tf32-*)."""
     cfg = lambda **kw: SimpleNamespace(**{"device": "", "precision": "auto", **kw})  # noqa: E731
+    torch.set_float32_matmul_precision("highest")  # torch's default
     dev, amp, name = mv.device_and_precision(cfg())
     assert dev.type == ("cuda" if torch.cuda.is_available() else "cpu") or dev.type == "mps"
     if dev.type == "cpu":
         assert name == "fp32"  # auto: fp32 on a CPU (bf16 there is emulated on most, several times slower)
     assert mv.device_and_precision(cfg(device="cpu", precision="bf16"))[2] == "bf16 autocast"
+    assert torch.get_float32_matmul_precision() == "highest"
     assert mv.device_and_precision(cfg(device="cpu", precision="fp32"))[2] == "fp32"
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     monkeypatch.setattr(torch.backends.mps, "is_available", lambda: True)
@@ -1774,8 +1778,10 @@ def test_lm_device_and_precision(monkeypatch):
     monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
     dev = lm.device_and_precision(cfg())[0]
     assert dev.type == "cpu" and lm.setup_distributed(dev) == (0, 1, dev)  # without torchrun: one process
+    torch.set_float32_matmul_precision("highest")
     assert [lm.device_and_precision(cfg(precision=p))[2] for p in ("auto", "fp32", "bf16")] == \
         ["fp32", "fp32", "bf16 autocast"]
+    assert torch.get_float32_matmul_precision() == "highest"  # no TF32, as the ViT's
 
 
 def test_lm_importing_does_nothing(tmp_path, monkeypatch, capsys):

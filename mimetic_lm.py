@@ -782,7 +782,7 @@ def device_and_precision(cfg):
     dev = torch.device(cfg.device or ("cuda" if torch.cuda.is_available() else "mps" if mps else "cpu"))
     if cfg.precision == "fp32" or (cfg.precision == "auto" and dev.type != "cuda"):
         return dev, nullcontext(), "fp32"
-    # no TF32: under autocast no model matmul is fp32 (the ViT's augmentation has one, which TF32 moved)
+    # no TF32: on CUDA autocast runs every model matmul in bf16 (the ViT's augmentation has an fp32 one TF32 moved)
     return dev, torch.autocast(dev.type, dtype=torch.bfloat16), "bf16 autocast"
 
 

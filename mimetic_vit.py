@@ -841,7 +841,7 @@ def device_and_precision(cfg):
     dev = torch.device(cfg.device or ("cuda" if torch.cuda.is_available() else "mps" if mps else "cpu"))
     if cfg.precision == "fp32" or (cfg.precision == "auto" and dev.type != "cuda"):
         return dev, nullcontext(), "fp32"
-    # no TF32: under autocast no model matmul is fp32; it moved augmented pixels (results/cpu-tf32-*)
+    # no TF32: CUDA autocast leaves no model matmul fp32; it moved augmented pixels (results/cpu-tf32-*)
     return dev, torch.autocast(dev.type, dtype=torch.bfloat16), "bf16 autocast"
 
 

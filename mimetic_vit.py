@@ -364,6 +364,7 @@ DATASETS = {  # name: (folder in the official python layout, file names, label k
     "cifar100": ("cifar-100-python", ["train", "test"], "fine_labels", 100)}
 MEAN_STD = {"cifar10": ((0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)),
             "cifar100": ((0.5071, 0.4865, 0.4409), (0.2673, 0.2564, 0.2762))}
+GEOMETRIC = ("ShearX", "ShearY", "TranslateX", "TranslateY", "Rotate")  # the RandAugment ops that move pixels
 
 
 def load_dataset(name, root):
@@ -481,6 +482,15 @@ class TrainLoader:
         self.all_draws = DataLoader(range(2 ** 62), batch_size=None, sampler=self.seeds, collate_fn=self.draws,
                                     num_workers=2 * self.ahead, persistent_workers=self.ahead,
                                     generator=torch.Generator())  # not torch's RNG
+        # where each geometric op takes each pixel from: the op, as torchvision samples it (nearest), on an image
+        # whose pixels hold their own numbers 1..H*W; 0: from outside the image, filled with 0
+        ra, (H, W), self.sources = self.draws.ra, x.shape[-2:], {}
+        numbers = torch.arange(1, H * W + 1, dtype=torch.float32, device=dev).view(1, 1, H, W)
+        for op, m, signed in self.draws.ops:
+            if op in GEOMETRIC:
+                for magnitude in (m, -m) if signed else (m,):
+                    moved = ra._apply_image_or_video_transform(numbers, op, magnitude, ra.interpolation, ra._fill)
+                    self.sources[op, magnitude] = moved.view(1, H * W).long()
 
     def __iter__(self):  # one epoch of (normalised float images, labels) on the device
         perm = torch.randperm(len(self.x), generator=self.gen)
@@ -498,7 +508,7 @@ class TrainLoader:
             yield batch
 
     def apply(self, x, flip, per_image, boxes, noise, cutout):
-        """uint8 (B, 3, H, W) on the device -> normalised float: a call per crop size, (op, magnitude), jitter order."""
+        """uint8 (B, 3, H, W) on the device -> normalised float: a call per crop size, other op, jitter order."""
         crop, ra = self.draws.crop, self.draws.ra
         x = torch.where(flip.to(self.dev)[:, None, None, None], x.flip(-1), x)
         if self.cfg.crop_scale < 1:
@@ -507,7 +517,14 @@ class TrainLoader:
                 cut = x.unfold(2, h, 1).unfold(3, w, 1)[n, :, corner[n, 0], corner[n, 1]]  # (len(n), C, h, w)
                 x[n] = T.functional.resize(cut, crop.size, crop.interpolation, antialias=crop.antialias)
         for layer in range(self.cfg.ra_n):
-            for op, n in groups((d["ops"][layer] for d in per_image), self.dev):
+            ops = [d["ops"][layer] for d in per_image]
+            moved = [i for i, op in enumerate(ops) if op in self.sources]
+            if moved:  # the geometric ops at once: each image takes its pixels from where its op takes them
+                n = torch.tensor(moved, device=self.dev)
+                src = torch.cat([self.sources[ops[i]] for i in moved])  # (len(moved), H * W): numbers, 0 outside
+                taken = x[n].flatten(2).gather(2, (src - 1).clamp(min=0)[:, None].expand(-1, x.shape[1], -1))
+                x[n] = torch.where(src[:, None] > 0, taken, 0).view(len(moved), *x.shape[1:])
+            for op, n in groups((None if op in self.sources else op for op in ops), self.dev):
                 if op is not None:  # torchvision's own call (private: a test guards it)
                     x[n] = ra._apply_image_or_video_transform(x[n], *op, ra.interpolation, ra._fill)
         if self.cfg.jitter > 0:

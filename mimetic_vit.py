@@ -508,7 +508,7 @@ class TrainLoader:
             yield batch
 
     def apply(self, x, flip, per_image, boxes, noise, cutout):
-        """uint8 (B, 3, H, W) on the device -> normalised float: a call per crop size, non-geometric op."""
+        """uint8 (B, 3, H, W) on the device -> normalised float: a call per crop size, other op, jitter order."""
         crop, ra = self.draws.crop, self.draws.ra
         x = torch.where(flip.to(self.dev)[:, None, None, None], x.flip(-1), x)
         if self.cfg.crop_scale < 1:
@@ -545,17 +545,19 @@ def groups(keys, dev):
 
 
 def jitter_batch(x, params):
-    """T.ColorJitter's transform, factors and order per image, uint8: _blend's x r + other (1 - r), rounded once."""
+    """T.ColorJitter's transform, factors per image, uint8: brightness, contrast and saturation blend each image with
+    black, its grey's mean or its grey (torchvision's _blend: x r + other (1 - r), rounded once)."""
     keys = ("brightness_factor", "contrast_factor", "saturation_factor")  # fn 0, 1, 2 (3: hue, off)
-    r = torch.tensor([[p[key] for key in keys] for p in params], dtype=torch.float64)
+    r = torch.tensor([[p[key] for key in keys] for p in params], dtype=torch.float64).view(-1, 3, 1, 1, 1)
     r, rest = r.float().to(x.device), (1 - r).float().to(x.device)  # 1 - r in float64, as _blend
-    order = torch.tensor([[fn for fn in p["fn_idx"] if fn < 3] for p in params], device=x.device)
-    for fn in order.T[:, :, None]:  # each image's 1st blend (B, 1), then 2nd, 3rd
-        grey = x[:, 0].mul(0.2989).add_(x[:, 1], alpha=0.587).add_(x[:, 2], alpha=0.114)[:, None].floor_()  # ITU-R 601-2
-        kind = fn[:, :, None, None]  # 0 brightness: black; 1 contrast: the grey's mean; 2 saturation: the grey
-        other = torch.where(kind == 0, 0.0, torch.where(kind == 1, grey.mean(dim=(1, 2, 3), keepdim=True), grey))
-        factor, weight = r.gather(1, fn)[:, :, None, None], rest.gather(1, fn)[:, :, None, None]
-        x = torch.addcmul(x.mul(factor), other, weight).clamp_(0, 255).to(torch.uint8)
+    for order, n in groups((tuple(fn for fn in p["fn_idx"] if fn < 3) for p in params), x.device):
+        y = x[n]
+        for fn in order:
+            other = y[:, 0].mul(0.2989).add_(y[:, 1], alpha=0.587).add_(y[:, 2], alpha=0.114)[:, None].floor_() \
+                if fn else torch.zeros((), device=x.device)  # black, or the grey (ITU-R 601-2)
+            other = other.mean(dim=(1, 2, 3), keepdim=True) if fn == 1 else other  # contrast: its mean
+            y = torch.addcmul(y.mul(r[n, fn]), other, rest[n, fn]).clamp_(0, 255).to(torch.uint8)
+        x[n] = y
     return x
 
 

@@ -46,7 +46,7 @@ bench)
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
     [ "${TESTS:-0}" = 1 ] && python3 -m pytest -q -p no:cacheprovider test_mimetic.py -k "gpu or cuda" 2>&1 \
         | tee $OUT/gpu-tests.txt | tail -n 3  # TESTS=1: the suite's GPU tests first (a few minutes)
-    python3 extras/bench_vit.py --batch_size=512 --recipe=${BENCH:-authors100} 2>&1 | tee $OUT/bench-vit-b512-${BENCH:-authors100}.txt | tail -n 9
+    python3 extras/bench_vit.py --batch_size=512 --recipe=${BENCH:-authors100} 2>&1 | tee $OUT/bench-vit-b512-${BENCH:-authors100}.txt | tail -n 11
     ;;
 start)
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv

@@ -1,10 +1,12 @@
-"""TrainLoader.apply, mimetic_vit.py before (torchvision's geometric kernel called per RandAugment (op, sign), git show
-eba4dc3) and after (every geometric op of a layer in one grid_sample call, each image on its own op's grid, the grids
-recorded once from torchvision's kernels): the torch calls per batch of 512, counted on the meta device as
-extras/bench_vit.py counts them (on CUDA each is a kernel launch or a view, and each call with host data a copy that
-waits for the augmentation stream), whether the batches are the same bits on the CPU, and milliseconds per batch on
-the CPU at the laptop's batch of 128 and at 512 (one thread, medians of 15 rounds, before and after interleaved).
-From the repository root: python results/cpu-loader-geometric-at-once/launch_cost.py"""
+"""TrainLoader.apply before and after a change to it: mimetic_vit.py at commit BEFORE (git show) against the one in
+the working directory. For each recipe, at the laptop's batch of 128 and at 512: the torch calls per batch, counted on
+the meta device as extras/bench_vit.py counts them (on CUDA each is a kernel launch or a view, and each call with host
+data a copy that waits for the augmentation stream), whether the batches are the same bits on the CPU, and milliseconds
+per batch on the CPU (one thread, medians of 15 rounds, before and after interleaved). From the repository root, or a
+worktree of the commit to measure (each results/cpu-loader-* folder's README gives its call):
+
+    python results/cpu-loader-geometric-at-once/launch_cost.py [BEFORE [RECIPE ...]]   # eba4dc3 authors100 authors timm
+"""
 import importlib.util
 import statistics
 import subprocess
@@ -30,21 +32,17 @@ def module(commit):
 
 
 torch.set_num_threads(1)
-before = module("eba4dc3")
+before = module(sys.argv[1] if len(sys.argv) > 1 else "eba4dc3")
 print(after.hardware(torch.device("cpu")))
 for batch in (128, 512):
     images = torch.randint(256, (batch, 3, 32, 32), dtype=torch.uint8, generator=torch.Generator().manual_seed(0))
-    for recipe in ("authors100", "authors", "timm"):
+    for recipe in sys.argv[2:] or ("authors100", "authors", "timm"):
         loaders, calls, times, out = {}, {}, {}, {}
         for name, mv in (("before", before), ("after", after)):
             cfg = mv.parse_config([f"--recipe={recipe}", f"--batch_size={batch}"])
             loaders[name] = mv.TrainLoader(images, torch.zeros(batch, dtype=torch.long), cfg, mv.MEAN_STD["cifar10"],
                                            torch.device("cpu"), None)
-            meta = mv.TrainLoader(images, torch.zeros(batch, dtype=torch.long), cfg, mv.MEAN_STD["cifar10"],
-                                  torch.device("meta"), None)
-            with bench_vit.DeviceCalls() as device:
-                meta.apply(images.to("meta"), *meta.draws(0))
-            calls[name], times[name] = (device.calls, device.copies), []
+            calls[name], times[name] = bench_vit.augmentation_calls(cfg, mv), []
         draws = loaders["after"].draws(0)
         for _ in range(15):  # interleaved rounds
             for name, loader in loaders.items():

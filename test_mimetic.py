@@ -3,7 +3,7 @@ CPU only, no network, no downloaded data: every dataset here is small and synthe
 layout into a temp dir (two tests also read the real PTB and WikiText-2 files when ../shared/data holds them; they
 are skipped otherwise). The GPU tests run where torch sees a CUDA GPU and are skipped elsewhere.
 
-    python -m pytest -q test_mimetic.py extras/
+    python -m pytest -q -n 2 test_mimetic.py extras/     # -n 2: two processes (pytest-xdist)
 
 Order: the paper first (eqs 1-8 and Table 2, on both programs where both have the behaviour), then the vision
 program (model, data, evaluation, command line, checkpoints, errors), the language program (the same), what a

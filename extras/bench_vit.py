@@ -14,7 +14,8 @@ applied on the CPU (bit for bit there: test_mimetic.py); then the whole step, lo
 goes into mimetic_vit.py: the loader in a thread of its own, and (last, if compiled) the model step as CUDA graphs
 (torch.compile's reduce-overhead), alone and whole; then what train() does between two epochs (a test pass over 10,000
 images, eager and, if compiled, compiled; a checkpoint write), beside an epoch at the whole step's rate; then
-attention alone at the model's shape under each scaled_dot_product_attention backend (torch's own choice first).
+attention alone at the model's shape under each scaled_dot_product_attention backend (torch's own choice first,
+named by the kernel it runs).
 The last line is
 
     benchmark: N img/s | X TFLOP/s (model matmuls) | <hardware> | <precision> | compile <bool> | width .. batch ..
@@ -35,6 +36,7 @@ from types import SimpleNamespace
 
 import torch
 import torch.nn.functional as F
+from torch.utils._python_dispatch import TorchDispatchMode  # torch's documented base for __torch_dispatch__ modes
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -121,9 +123,32 @@ def seconds_per_call(fn, sync, steps=20, warmup=5):
     return (time.perf_counter() - t0) / steps
 
 
+class AtenOps(TorchDispatchMode):
+    """The names of the aten ops that torch runs, below autograd (e.g. _scaled_dot_product_cudnn_attention)."""
+
+    def __init__(self):
+        super().__init__()
+        self.names = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.names.append(func.overloadpacket.__name__)
+        return func(*args, **(kwargs or {}))
+
+
+def attention_kernel(q, k, v):
+    """Which kernel torch's own choice of scaled_dot_product_attention runs for q, k, v, as its aten op names it:
+    cudnn_attention, flash_attention, efficient_attention (CUDA), flash_attention_for_cpu; math, which has no op of
+    its own (it runs as matmuls and a softmax)."""
+    with AtenOps() as ops:
+        F.scaled_dot_product_attention(q, k, v)
+    kernels = [n.removeprefix("_scaled_dot_product_") for n in ops.names if n.startswith("_scaled_dot_product_")]
+    return kernels[0] if kernels else "math"
+
+
 def attention_ms(shape, dtype, dev, sync):
     """ms per forward and backward of scaled_dot_product_attention at (B, heads, tokens, head dim), torch's own
-    choice first, then each backend forced; a backend that refuses the shape or device is left out."""
+    choice first (named by the kernel it runs), then each backend forced; a backend that refuses the shape or
+    device is left out."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
     q, k, v = (torch.randn(shape, device=dev, dtype=dtype, requires_grad=True) for _ in range(3))
     ms = {}
@@ -131,8 +156,9 @@ def attention_ms(shape, dtype, dev, sync):
                     SDPBackend.MATH):
         try:
             with sdpa_kernel(backend) if backend else torch.enable_grad():  # None: torch's own choice
-                ms[backend.name.lower() if backend else "default"] = 1000 * seconds_per_call(
-                    lambda: F.scaled_dot_product_attention(q, k, v).sum().backward(), sync, steps=10, warmup=2)
+                name = backend.name.lower() if backend else f"default ({attention_kernel(q, k, v)})"
+                ms[name] = 1000 * seconds_per_call(lambda: F.scaled_dot_product_attention(q, k, v).sum().backward(),
+                                                   sync, steps=10, warmup=2)
         except RuntimeError:  # "No available kernel" for this shape, dtype or device
             pass
     return ms

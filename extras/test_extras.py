@@ -190,8 +190,8 @@ def test_extras_bench_vit_line_and_flops(capsys, monkeypatch):
     m = re.fullmatch(r"between epochs: test pass (\d+\.\d\d) s, checkpoint (\d+\.\d\d) s, (\d+\.\d)% of an epoch of "
                      r"(\d+\.\d) s at the whole step's rate", out[-3])
     assert m and float(m[1]) > 0 and float(m[4]) > 0, out[-3]  # 300 test images take a CPU more than 5 ms
-    assert re.fullmatch(r"attention \(16, 2, 17, 12\), forward and backward: default \d+\.\d\d ms(, \w+ \d+\.\d\d ms)+",
-                        out[-2]), out[-2]
+    assert re.fullmatch(r"attention \(16, 2, 17, 12\), forward and backward: default \(flash_attention_for_cpu\) "
+                        r"\d+\.\d\d ms(, \w+ \d+\.\d\d ms)+", out[-2]), out[-2]
     assert re.fullmatch(r"benchmark: \d+ img/s \| \d+\.\d\d TFLOP/s \(model matmuls\) \| CPU .* \| fp32 \| "
                         r"compile False \| width 24 depth 1 heads 2 patch 8 image 32 batch 16", out[-1]), out[-1]
     compiled, real_compile = [], torch.compile
@@ -220,6 +220,17 @@ def test_extras_bench_vit_line_and_flops(capsys, monkeypatch):
         with FlopCounterMode(display=False) as counter, sdpa_kernel(SDPBackend.MATH):
             F.cross_entropy(mv.ViT(c)(torch.randn(1, 3, c.image_size, c.image_size)), torch.zeros(1).long()).backward()
         assert counter.get_total_flops() == bench_vit.train_flops_per_image(c)
+
+
+def test_bench_vit_names_the_attention_kernel_that_torch_chooses():
+    """The default backend named by the aten op it runs: the CPU's fused kernel, or math (forced, or on the meta
+    device, which has no fused kernel) where attention runs as matmuls and a softmax."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    q = torch.randn(2, 3, 17, 8)
+    assert bench_vit.attention_kernel(q, q, q) == "flash_attention_for_cpu"
+    with sdpa_kernel(SDPBackend.MATH):
+        assert bench_vit.attention_kernel(q, q, q) == "math"
+    assert bench_vit.attention_kernel(*[q.to("meta")] * 3) == "math"
 
 
 # ==================================================================================================

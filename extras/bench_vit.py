@@ -36,7 +36,7 @@ from types import SimpleNamespace
 
 import torch
 import torch.nn.functional as F
-from torch.utils._python_dispatch import TorchDispatchMode  # torch's documented base for __torch_dispatch__ modes
+from torch.utils._python_dispatch import TorchDispatchMode  # private module, named in "Extending PyTorch" (tested)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)

@@ -64,14 +64,14 @@ class DeviceCalls(torch.overrides.TorchFunctionMode):
         return out
 
 
-def augmentation_calls(cfg, program=mv):
-    """(calls, copies): DeviceCalls of program.TrainLoader.apply (mimetic_vit's, or another version's) on one batch of
-    random images, drawn from seed 0."""
+def augmentation_calls(cfg, program=mv, device=None):
+    """(calls, copies): DeviceCalls (or `device`, a DeviceCalls that records more) of program.TrainLoader.apply
+    (mimetic_vit's, or another version's) on one batch of random images, drawn from seed 0."""
     images = torch.randint(256, (cfg.batch_size, 3, 32, 32), dtype=torch.uint8)
     loader = program.TrainLoader(images, torch.zeros(len(images), dtype=torch.long), cfg,
                                  program.MEAN_STD[cfg.dataset], torch.device("meta"), None)
     draws = loader.draws(0)
-    with DeviceCalls() as device:
+    with device or DeviceCalls() as device:
         loader.apply(images.to("meta"), *draws)
     return device.calls, device.copies
 

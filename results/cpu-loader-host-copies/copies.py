@@ -7,8 +7,6 @@ import collections
 import sys
 import traceback
 
-import torch
-
 sys.path[:0] = [".", "extras"]
 import bench_vit  # noqa: E402
 import mimetic_vit as mv  # noqa: E402
@@ -29,12 +27,8 @@ class Where(bench_vit.DeviceCalls):
         return out
 
 
-images = torch.randint(256, (512, 3, 32, 32), dtype=torch.uint8, generator=torch.Generator().manual_seed(0))
 for recipe in ("authors100", "timm"):
-    cfg = mv.parse_config([f"--recipe={recipe}", "--batch_size=512"])
-    loader = mv.TrainLoader(images, torch.zeros(512, dtype=torch.long), cfg, mv.MEAN_STD["cifar10"],
-                            torch.device("meta"), None)
-    with Where() as counted:
-        loader.apply(images.to("meta"), *loader.draws(0))
+    counted = Where()
+    bench_vit.augmentation_calls(mv.parse_config([f"--recipe={recipe}", "--batch_size=512"]), device=counted)
     print(f"{recipe}: {counted.copies} calls with host data in a batch: "
           + ", ".join(f"{n} {where}" for where, n in counted.where.most_common()))

@@ -1,17 +1,14 @@
 """
-Mimetic initialization of self-attention layers, on a Vision Transformer trained on CIFAR-10.
+Mimetic initialization of self-attention layers (Trockman & Kolter, ICML 2023, arXiv 2305.09828;
+the authors released no code), on a Vision Transformer trained on CIFAR-10. Read it top to bottom
+beside the paper: config -> ViT -> mimetic_init_ (Sec. 4, one equation a line, its typos named) ->
+data -> evaluation -> schedule -> train() -> main(), then a short tail of machinery.
 
-Paper: Trockman & Kolter, "Mimetic Initialization of Self-Attention Layers", ICML 2023, arXiv 2305.09828.
-The authors released no code. Read this file top to bottom beside the paper: config -> ViT ->
-mimetic_init_ (Sec. 4, one equation per line in the paper's order, its typos named) -> data ->
-evaluation -> schedule -> train() -> main(), then a short tail of machinery. Side modes: extras/.
-
-Run (GPU, downloads CIFAR-10 into ./data, the paper's ViT-Tiny for 100 epochs, mimetic init):
-    python mimetic_vit.py
-    python mimetic_vit.py --init=default             # the same model and pipeline without it
-CPU quick run, the laptop recipe (all 50,000 training images, 2 epochs):
+    python mimetic_vit.py                  # GPU: ViT-Tiny, 100 epochs, CIFAR-10 downloaded to ./data
+    python mimetic_vit.py --init=default   # the same model and pipeline without the mimetic init
+The CPU's quick run, the laptop recipe (all 50,000 training images, 2 epochs):
     python mimetic_vit.py --width=96 --depth=4 --heads=3 --patch_size=4 --epochs=2 --batch_size=128
---help lists every key, its default and why. README.md gives the results, each linked to its log.
+--help lists every key, its default and why; README.md, the results; extras/, the side modes.
 """
 
 import json
@@ -60,10 +57,10 @@ dataset = "cifar10"       # cifar10 | cifar100 (Table 4; SVHN and Tiny ImageNet:
 data_dir = "data"         # holds cifar-10-batches-py/ (official python layout) or gets the download
 image_size = 0            # resize to this side before patching (Table 7: 32-256); 0 = keep 32
 train_subset = 0          # use only the first N training images (0 = all)
-# augmentation, drawn per image. The paper: "RandAugment and Cutout", no settings. Ours: the authors' 100-epoch
-# setting (locuslab/convmixer-cifar10 README.md line 50: --ra-n=2 --ra-m=12 --scale=1.0 --jitter=0.2 --reprob=0.2)
-# with the transforms of its train.py (cited below by line), in the order flip, crop, RandAugment, jitter,
-# normalise, erase, Cutout (train.py flips after the crop)
+# augmentation, drawn per image. The paper: "RandAugment and Cutout", no settings. Ours: the
+# authors' 100-epoch setting (locuslab/convmixer-cifar10 README.md line 50) with its train.py's
+# transforms (lines below), in the order flip (train.py's: after the crop), crop, RandAugment,
+# jitter, normalise, erase, Cutout
 hflip = True              # random horizontal flip, p = 0.5 (train.py line 71)
 crop_scale = 1.0          # RandomResizedCrop(scale=(crop_scale, 1), ratio=(1, 1)) (lines 16, 70)
 ra_n = 2                  # RandAugment: ops per image (lines 19, 72); 0 = off
@@ -195,19 +192,11 @@ class ViT(nn.Module):
 
     @torch.no_grad()
     def init_weights(self):
-        """The default init (timm's ViT; our reading of the paper's "default normal initialization"):
-
-        | tensor                    | init                                                   |
-        |---------------------------|--------------------------------------------------------|
-        | patch_embed.weight, .bias | PyTorch default U(+-1/sqrt(fan_in)), as timm's Conv2d  |
-        | every other Linear weight | truncated normal, std 0.02 (timm)                      |
-        | every other Linear bias   | 0                                                      |
-        | cls_token                 | normal, std 1e-6 (timm)                                |
-        | pos_embed (sinusoidal)    | pos_scale * sinusoids (Sec. 5.1, Fig. 4)               |
-        | pos_embed (sincos2d)      | pos_scale * row and column sinusoids                   |
-        | pos_embed (learned)       | pos_scale * truncated normal, std 0.02 (timm)          |
-        | LayerNorm weight, bias    | 1, 0                                                   |
-        """
+        """The default init, timm's ViT's (our reading of the paper's "default normal
+        initialization"): Linear weights truncated normal with std 0.02 and biases 0, except
+        patch_embed, which keeps PyTorch's U(+-1/sqrt(fan_in)) as timm's Conv2d does; cls_token
+        normal, std 1e-6; LayerNorm 1 and 0; pos_embed pos_scale times the sinusoids (Sec. 5.1,
+        Fig. 4), the row and column sinusoids (sincos2d), or a truncated normal, std 0.02 (learned)."""
         c = self.config
         for name, m in self.named_modules():
             if isinstance(m, nn.Linear) and name != "patch_embed":

@@ -1,9 +1,9 @@
 """The laptop recipe's whole training step on this CPU before and after TrainLoader, interleaved in one process: the
 loader of mimetic_vit.py at 08556b4 (torchvision's transforms image by image in TrainBatches, through a DataLoader
 with the CPU default of one worker process, and with none) against TrainLoader, each feeding the same model step
-(forward, backward, AdamW), in rounds of 20 steps after 3 warm-up steps. From the repository root, with CIFAR-10 in
-data/ (any copy):
-    python results/scripts/loader_speed.py > results/cpu-loader-speed/log.txt"""
+(forward, backward, AdamW), in rounds of 20 steps after 3 warm-up steps; and TrainLoader with its draws made ahead in
+two worker processes, as on CUDA. From the repository root, with CIFAR-10 in data/ (any copy):
+    python results/scripts/loader_speed.py > results/cpu-loader-speed-ce49cac/log.txt   # cpu-loader-speed/: at e31974f"""
 import importlib.util
 import os
 import subprocess
@@ -16,7 +16,7 @@ import torch
 sys.path.insert(0, os.getcwd())
 import mimetic_vit as mv  # noqa: E402
 
-BEFORE, ROUNDS, STEPS, WARMUP = "08556b4", 4, 20, 3
+BEFORE, ROUNDS, STEPS, WARMUP = "08556b4", 6, 20, 3
 LAPTOP = ["--width=96", "--depth=4", "--heads=3", "--patch_size=4", "--batch_size=128"]
 
 
@@ -45,13 +45,13 @@ def main():
         while True:
             yield from old.start_epoch(loader, order, gen, cfg.batch_size, len(x) // cfg.batch_size)
 
-    def endless_new():
-        loader = mv.TrainLoader(x, y, cfg, mv.MEAN_STD["cifar10"], dev, torch.Generator().manual_seed(0))
+    def endless_new(ahead=None):
+        loader = mv.TrainLoader(x, y, cfg, mv.MEAN_STD["cifar10"], dev, torch.Generator().manual_seed(0), ahead)
         while True:
             yield from loader
 
     paths = {"before, 1 worker process (the CPU default)": endless_old(1), "before, no worker": endless_old(0),
-             "TrainLoader": endless_new()}
+             "TrainLoader": endless_new(), "TrainLoader, draws in 2 workers": endless_new(True)}
     rates = {name: [] for name in paths}
     print(f"{mv.hardware(dev)}; laptop recipe {' '.join(LAPTOP)}; {ROUNDS} rounds of {STEPS} steps after {WARMUP}")
     for r in range(ROUNDS):

@@ -1,21 +1,18 @@
 """
-Mimetic initialization of self-attention layers, on a causal Transformer language model (Sec. 7).
+Mimetic initialization of self-attention layers (Trockman & Kolter, ICML 2023, arXiv 2305.09828;
+the authors released no code), on a causal Transformer language model (Sec. 7). Read it top to
+bottom beside the paper: config -> Transformer LM -> mimetic_init_ (mimetic_vit.py's, with Sec. 7's
+a1 = 0, b1 = 0.5, a2 = b2 = 0.2 as defaults) -> data -> evaluation -> schedule -> train() -> main(),
+then a short tail of machinery.
 
-Paper: Trockman & Kolter, "Mimetic Initialization of Self-Attention Layers", ICML 2023, arXiv 2305.09828.
-The authors released no code. Read this file top to bottom beside the paper: config -> Transformer LM ->
-mimetic_init_ (mimetic_vit.py's, with Sec. 7's language values a1 = 0, b1 = 0.5, a2 = b2 = 0.2 as defaults)
--> data -> evaluation -> schedule -> train() -> main(), then a short tail of machinery.
-
-Run (GPU; reads ./data/ptb/, downloads it when missing; Sec. 7's PTB shape, 100 epochs, mimetic init):
-    python mimetic_lm.py --dataset=ptb_char          # bits per character (Table 6 row 1)
-    python mimetic_lm.py --dataset=ptb_word          # perplexity (Table 6 row 2)
-    python mimetic_lm.py --dataset=ptb_char --init=default   # the same model and pipeline without it
-WikiText-103 (width 410, depth 16, heads 10, 50 epochs), data-parallel on 8 GPUs:
-    torchrun --standalone --nproc_per_node=8 mimetic_lm.py --dataset=wikitext103
-CPU quick run (the first 500,000 training characters, 2 epochs):
+    python mimetic_lm.py --dataset=ptb_char        # GPU: bits per character (Table 6 row 1), 100 epochs
+    python mimetic_lm.py --dataset=ptb_word        # perplexity (Table 6 row 2); PTB in ./data/ptb/
+    python mimetic_lm.py --dataset=ptb_char --init=default    # the same without the mimetic init
+    torchrun --standalone --nproc_per_node=8 mimetic_lm.py --dataset=wikitext103   # 8 GPUs, DDP
+The CPU's quick run (the first 500,000 training characters, 2 epochs):
     python mimetic_lm.py --dataset=ptb_char --width=128 --depth=4 --heads=4 --seq_len=128 \
         --eval_stride=128 --batch_size=32 --train_subset=500000 --epochs=2
---help lists every key, its default and why; README.md gives the results, each linked to its log; side modes: extras/.
+--help lists every key, its default and why; README.md, the results; extras/, the side modes.
 """
 
 import gc
@@ -176,18 +173,11 @@ class TransformerLM(nn.Module):
 
     @torch.no_grad()
     def init_weights(self):
-        """The default init, before any mimetic init:
-
-        | tensor                     | init                                                        |
-        |----------------------------|-------------------------------------------------------------|
-        | wte.weight (= head.weight) | N(0, 1/d), x sqrt(d) at the input (Vaswani et al., fairseq) |
-        | wte.weight, with small_emb | U(-1e-4, 1e-4), SmallInitEmb; tied (ours): logits near 0    |
-        | emb_norm (small_emb only)  | 1, 0; it replaces the sqrt(d) input scale (our choice)      |
-        | every other Linear weight  | truncated normal, std 0.02 (as mimetic_vit.py)              |
-        | every Linear bias          | 0                                                           |
-        | pos_embed (buffer)         | pos_scale * sinusoids (Sec. 7, Fig. 4)                      |
-        | LayerNorm weight, bias     | 1, 0                                                        |
-        """
+        """The default init, before any mimetic init: wte.weight (= head.weight) N(0, 1/d), times sqrt(d) at
+        the input (Vaswani et al., fairseq); with small_emb U(-1e-4, 1e-4) (SmallInitEmb; tied, ours: logits
+        near 0) and emb_norm 1, 0 in place of the sqrt(d) (our choice); every other Linear weight truncated
+        normal, std 0.02 (as mimetic_vit.py), biases 0; pos_embed (a buffer) pos_scale times the sinusoids
+        (Sec. 7, Fig. 4); LayerNorm 1 and 0."""
         c = self.config
         for name, m in self.named_modules():
             if isinstance(m, nn.Linear) and name != "head":
@@ -604,7 +594,7 @@ def main(argv=None):
     dev, amp, prec = device_and_precision(cfg)   # bf16 autocast on CUDA, else fp32; the loss is fp32
     rank, world, dev = setup_distributed(dev)    # (0, 1, dev) unless started by torchrun
     print("config: " + " ".join(f"{k}={v}" for k, v in vars(cfg).items()))
-    ckpt = open_run(cfg)                         # None for a new run; --resume: the checkpoint, of this config
+    ckpt = open_run(cfg, world)                  # None for a new run; --resume: the checkpoint, of this config
     vocab, ids = load_dataset(cfg.dataset, cfg.data_dir)
 
     model = build_model(cfg, len(vocab)).to(dev)  # the default init, then the attention init
@@ -646,7 +636,8 @@ CHOICES = {"init": INITS, "dataset": tuple(DATASETS), "vo_sign": (-1, 1), "preci
            "compile": ("auto", "true", "false")}
 RANGES = {**dict.fromkeys(("width", "depth", "heads", "mlp_ratio", "seq_len", "eval_stride", "epochs", "batch_size",
                            "plateau_window", "eval_batch_size", "log_interval"), (1, math.inf)),
-          **dict.fromkeys(("dropout", "emb_dropout", "word_dropout", "lr_decay"), (0, 1))}  # every other number: >= 0
+          **dict.fromkeys(("dropout", "emb_dropout", "lr_decay", "alpha1", "beta1", "alpha2", "beta2"), (0, 1)),
+          "word_dropout": (0, 0.99)}  # every other number: >= 0. word_dropout 1 would divide by 0
 BOOLS = {"true": True, "1": True, "false": False, "0": False}
 RESUME_FREE = {"resume", "stop_epoch", "compile", "device", "eval_batch_size", "log_interval", "data_dir", "out_dir"}
 
@@ -695,9 +686,9 @@ def parse_args(argv, defaults):
     return given
 
 
-def open_run(cfg):
+def open_run(cfg, world=1):
     """Before any work: a new run never writes into a folder that holds another run's files; --resume needs a
-    readable checkpoint made with the same config (up to RESUME_FREE). Returns it, or None for a new run."""
+    readable checkpoint made with the same config (up to RESUME_FREE) and as many processes. Returns it, or None."""
     found = [f for f in ("ckpt.pt", "best.pt", "results.json") if os.path.exists(os.path.join(cfg.out_dir, f))]
     if not cfg.resume:
         if found:
@@ -714,6 +705,9 @@ def open_run(cfg):
     if diff:
         raise SystemExit(f"error: checkpoint {cfg.out_dir}/ckpt.pt is from another config ({'; '.join(diff)}): pass "
                          f"the same settings to resume, or another --out_dir to start afresh")
+    if len(ckpt["rng"]) != world:  # one random stream per process: each has its own dropout
+        raise SystemExit(f"error: checkpoint {cfg.out_dir}/ckpt.pt was written by {len(ckpt['rng'])} process(es), this "
+                         f"run has {world}: resume with as many (torchrun --nproc_per_node=N; one: python)")
     return ckpt
 
 
@@ -779,7 +773,13 @@ def save_atomic(obj, path):
 def device_and_precision(cfg):
     """(device, autocast context, precision name): "" picks cuda, then mps, then cpu; auto is bf16 on CUDA."""
     mps = torch.backends.mps.is_available()
-    dev = torch.device(cfg.device or ("cuda" if torch.cuda.is_available() else "mps" if mps else "cpu"))
+    try:
+        dev = torch.device(cfg.device or ("cuda" if torch.cuda.is_available() else "mps" if mps else "cpu"))
+    except RuntimeError:  # not a device's name
+        raise SystemExit(f"error: --device={cfg.device}: use cpu, cuda, cuda:<index> or mps") from None
+    if (dev.type == "cuda" and (dev.index or 0) >= torch.cuda.device_count()) or (dev.type == "mps" and not mps):
+        raise SystemExit(f"error: --device={cfg.device}: no such device here: leave --device unset to take "
+                         f"the GPU where there is one, else the CPU")
     if cfg.precision == "fp32" or (cfg.precision == "auto" and dev.type != "cuda"):
         return dev, nullcontext(), "fp32"
     # no TF32: on CUDA autocast runs every model matmul in bf16 (the ViT's augmentation has an fp32 one TF32 moved)

@@ -75,7 +75,7 @@ ra_chunk = 1              # images sharing one draw of crop, RandAugment, jitter
 epochs = 100              # passes over the training set
 batch_size = 512          # images per step
 lr = 3e-3                 # peak learning rate
-weight_decay = 0.01       # on weight matrices only (our choice, as nanoGPT), unless decay_all
+weight_decay = 0.01       # on weight matrices only, timm's rule (make_optimizer), unless decay_all
 decay_all = False         # True: on every parameter, as train.py line 102 (on the proxy: no better)
 adam_eps = 1e-8           # AdamW's eps: torch's default, as train.py line 102 (timm flags: 1e-3)
 schedule = "onecycle"     # onecycle: 0 -> lr at warmup_frac -> lr/20 at 80% -> 0, linear, set before every step
@@ -584,8 +584,9 @@ def evaluate(model, x, y, mean, std, batch, amp):
 # optimizer and schedule (the paper: AdamW; the schedule follows the authors' script)
 
 def make_optimizer(model, lr, weight_decay, dev, decay_all=False, eps=1e-8):
-    """AdamW (Sec. 5.1), torch's default betas (as train.py line 102); weight decay on weight matrices only, not on
-    biases, norms, class token and position embeddings (our choice, as nanoGPT: it would erode the sinusoids)."""
+    """AdamW (Sec. 5.1) with torch's default betas, as train.py line 102, which decays every parameter (decay_all).
+    Else only weight matrices, not biases, norms, class token, position embeddings: timm's rule, the first author's
+    timm flags' (timm/optim/optim_factory.py line 52 at 0173a13, with VisionTransformer.no_weight_decay())."""
     decay = {n for n, p in model.named_parameters() if decay_all or (p.dim() >= 2 and n not in ("pos_embed", "cls_token"))}
     groups = [{"params": [p for n, p in model.named_parameters() if n in decay], "weight_decay": weight_decay},
               {"params": [p for n, p in model.named_parameters() if n not in decay], "weight_decay": 0.0}]
@@ -713,8 +714,9 @@ CHOICES = {"init": INITS, "dataset": tuple(DATASETS), "pos_emb": ("sinusoidal", 
            "schedule": ("onecycle", "cosine"), "recipe": tuple(RECIPES), "precision": ("auto", "bf16", "fp32"),
            "compile": ("auto", "true", "false"), "erase_fill": ("zero", "noise")}
 RANGES = {**dict.fromkeys(("width", "depth", "heads", "patch_size", "mlp_ratio", "ra_chunk", "epochs", "batch_size",
-                           "eval_batch_size", "log_interval"), (1, math.inf)), "ra_m": (0, 30), "crop_scale": (0, 1),
-          "reprob": (0, 1), "ra_p": (0, 1), "label_smoothing": (0, 1)}  # every other number: 0 or more
+                           "eval_batch_size", "log_interval"), (1, math.inf)), "ra_m": (0, 30),
+          **dict.fromkeys(("alpha1", "beta1", "alpha2", "beta2", "crop_scale", "reprob", "ra_p", "label_smoothing"),
+                          (0, 1))}  # every other number: 0 or more
 BOOLS = {"true": True, "1": True, "false": False, "0": False}
 RESUME_FREE = {"resume", "stop_epoch", "compile", "device", "eval_batch_size", "log_interval", "data_dir", "out_dir",
                "workers"}  # workers: retired worker processes (the batches never depended on them)
@@ -844,7 +846,13 @@ def save_atomic(obj, path):
 def device_and_precision(cfg):
     """(device, autocast context, precision name): "" picks cuda, then mps, then cpu; auto is bf16 on CUDA."""
     mps = torch.backends.mps.is_available()
-    dev = torch.device(cfg.device or ("cuda" if torch.cuda.is_available() else "mps" if mps else "cpu"))
+    try:
+        dev = torch.device(cfg.device or ("cuda" if torch.cuda.is_available() else "mps" if mps else "cpu"))
+    except RuntimeError:  # not a device's name
+        raise SystemExit(f"error: --device={cfg.device}: use cpu, cuda, cuda:<index> or mps") from None
+    if (dev.type == "cuda" and (dev.index or 0) >= torch.cuda.device_count()) or (dev.type == "mps" and not mps):
+        raise SystemExit(f"error: --device={cfg.device}: no such device here: leave --device unset to take "
+                         f"the GPU where there is one, else the CPU")
     if cfg.precision == "fp32" or (cfg.precision == "auto" and dev.type != "cuda"):
         return dev, nullcontext(), "fp32"
     # no TF32: CUDA autocast leaves no model matmul fp32; it moved augmented pixels (results/cpu-tf32-*)

@@ -220,6 +220,17 @@ def test_model_shapes():
     assert torch.allclose(small_vit(pos_scale=2.0).pos_embed[0], 2 * P)
 
 
+def test_the_class_token_comes_first_then_the_patches_in_raster_order():
+    """embed(): token 0 is the class token (the one the head reads) with P's row 0, token 1 the top-left patch,
+    flattened (row, column, channel), through patch_embed, with P's row 1."""
+    model, x = small_vit(patch_size=8), torch.randn(2, 3, 32, 32)
+    with torch.no_grad():
+        model.cls_token.fill_(0.5)
+        tokens, patch = model.embed(x), model.patch_embed(x[:, :, :8, :8].permute(0, 2, 3, 1).reshape(2, -1))
+    assert torch.allclose(tokens[:, 0], 0.5 + model.pos_embed[:, 0])
+    assert torch.allclose(tokens[:, 1], patch + model.pos_embed[:, 1], atol=1e-6)
+
+
 def test_sincos2d_gives_each_patch_its_row_and_column():
     """--pos_emb=sincos2d: patch (r, c) of the raster order holds row r's sinusoids, then column c's; the class
     token zeros; scaled by pos_scale as the 1-D table."""
@@ -1028,6 +1039,8 @@ def test_resume_equals_uninterrupted(tmp_path):
     # a checkpoint from another config is refused, naming the difference; so is a missing one
     with pytest.raises(SystemExit, match="error: checkpoint .*ckpt.pt is from another config.*width=32 there, 64 here"):
         mv.main(common + [f"--out_dir={tmp_path / 'split'}", "--resume=True", "--width=64"])
+    with pytest.raises(SystemExit, match=r"another config \(epochs=3 there, 4 here; seed=0 there, 1 here\)"):
+        mv.main(common + [f"--out_dir={tmp_path / 'split'}", "--resume=True", "--epochs=4", "--seed=1"])
     with pytest.raises(SystemExit, match="error: --resume=True but there is no checkpoint at"):
         mv.main(common + [f"--out_dir={tmp_path / 'none'}", "--resume=True"])
     assert not (tmp_path / "none").exists()  # before any work: no folder made
@@ -1120,6 +1133,25 @@ def test_image_size_trains(tmp_path):
     res = mv.main(TINY + ["--epochs=1", "--image_size=64", "--patch_size=16", f"--data_dir={tmp_path}",
                           f"--out_dir={tmp_path / 'r64'}"])
     assert res["model_config"]["image_size"] == 64 and res["epochs_done"] == 1
+
+
+def test_elapsed_time_adds_up_over_epochs_and_a_resume(tmp_path, monkeypatch):
+    """history's elapsed_s is the run's training time so far, carried over a resume; wall_time_s the last. On a clock
+    that moves a second per 32 images through forward_backward: 10 steps an epoch, and the estimate's slices (1, then
+    1, 2, ..., 32 images) 2 s more in the first epoch of each invocation."""
+    write_cifar(tmp_path)
+    clock, real = [0.0], mv.forward_backward
+
+    def timed(net, x, *args):
+        clock[0] += len(x) / 32
+        return real(net, x, *args)
+
+    monkeypatch.setattr(mv, "forward_backward", timed)
+    monkeypatch.setattr(time, "perf_counter", lambda: clock[0])
+    args = TINY + ["--epochs=3", f"--data_dir={tmp_path}", f"--out_dir={tmp_path / 'r'}"]
+    assert mv.main(args + ["--stop_epoch=2"]) is None
+    res = mv.main(args + ["--resume=True"])
+    assert [h["elapsed_s"] for h in res["history"]] == [12.0, 22.0, 34.0] and res["wall_time_s"] == 34.0
 
 
 def test_no_overwrite_of_another_run(tmp_path, monkeypatch):
@@ -1532,13 +1564,16 @@ def test_lm_evaluate_is_the_exact_token_mean(stride):
 
 def test_lm_batches_cover_every_sequence_once_and_split_over_ranks():
     ids = torch.arange(1000, dtype=torch.int32)
-    whole = list(lm.batches(ids, 10, 8, torch.Generator().manual_seed(0)))
+    gen = torch.Generator().manual_seed(0)
+    whole = list(lm.batches(ids, 10, 8, gen))
     halves = [list(lm.batches(ids, 10, 8, torch.Generator().manual_seed(0), rank, 2)) for rank in (0, 1)]
     assert len(whole) == (1000 - 1 - 10) // 10 // 8 and whole[0][0].shape == (8, 10)
     x, y = whole[0]
     assert torch.equal(y[:, :-1], x[:, 1:]) and torch.equal(y - x, torch.ones_like(x))  # targets: the next token
     starts = torch.cat([x[:, 0] for x, _ in whole])
     assert len(set(starts.tolist())) == len(starts) and len(set((starts % 10).tolist())) == 1  # one offset, no repeats
+    again = torch.cat([x[:, 0] for x, _ in lm.batches(ids, 10, 8, gen)])  # the next epoch
+    assert starts.tolist() != sorted(starts.tolist()) and (again // 10).tolist() != (starts // 10).tolist()  # shuffled
     for (x, y), (x0, y0), (x1, y1) in zip(whole, *halves):  # rank r takes the r-th half of the same batch
         assert torch.equal(torch.cat([x0, x1]), x) and torch.equal(torch.cat([y0, y1]), y)
 
@@ -1553,6 +1588,7 @@ def test_lm_schedule_values_and_plateau_rule():
     assert math.isclose(lm.get_lr(500, 1000, cfg, 0.1), 1e-4)  # after the warmup, times the plateau's scale
     hist = [{"val_loss": v} for v in (3.0, 2.0, 2.5)]
     assert lm.plateau_factor(hist[:1], 9.0, cfg, "char") == 1.0        # epoch 2: not after plateau_after
+    assert lm.plateau_factor(hist[:2], 9.0, cfg, "char") == 0.1        # epoch 3: the first after it
     assert lm.plateau_factor(hist, 2.5, cfg, "char") == 1.0            # equal to the max: not a plateau (>)
     assert lm.plateau_factor(hist, 2.6, cfg, "char") == 0.1
     assert lm.plateau_factor(hist, 2.4, cfg, "char") == 1.0
@@ -1640,7 +1676,10 @@ def test_lm_char_level_bpc_in_results(tmp_path):
     assert math.isclose(res["test_bpc"], res["test_loss"] / math.log(2))
 
 
-def test_lm_exact_resume(tmp_path):
+def test_lm_exact_resume(tmp_path, monkeypatch):
+    """Stopped after epochs 1 and 2 and resumed, the same weights, optimizer, lr scale (a plateau every epoch here,
+    so it must come back from the checkpoint), best loss and history as three epochs straight."""
+    monkeypatch.setattr(lm, "plateau_factor", lambda *a: 0.5)
     write_corpus(str(tmp_path / "ptb"), lines=(150, 20, 20))
     base = LM_TINY + [f"--data_dir={tmp_path}", "--epochs=3", "--word_dropout=0.2", "--dropout=0.1",
                       "--plateau_after=0", "--plateau_window=1"]
@@ -1653,7 +1692,7 @@ def test_lm_exact_resume(tmp_path):
         assert a["model"].keys() == b["model"].keys()
         assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
     a, b = (torch.load(tmp_path / r / "ckpt.pt", weights_only=True) for r in "ab")
-    assert a["lr_scale"] == b["lr_scale"] and a["best_val"] == b["best_val"]
+    assert a["lr_scale"] == b["lr_scale"] == 0.125 and a["best_val"] == b["best_val"]
     for sa, sb in zip(a["optimizer"]["state"].values(), b["optimizer"]["state"].values()):
         assert torch.equal(sa["exp_avg_sq"], sb["exp_avg_sq"])
     ra, rb = (json.loads((tmp_path / r / "results.json").read_text()) for r in "ab")
@@ -2332,17 +2371,18 @@ PROGRAMS = {"vit": (mv, "img", 1), "lm": (lm, "tok", 10)}  # module, unit, token
 
 
 @pytest.mark.parametrize("program", ["vit", "lm"])
-@pytest.mark.parametrize("total_steps,note", [(1000, False), (2000, True)])
-def test_progress_estimate_and_cpu_note(program, total_steps, note, monkeypatch, capsys):
+@pytest.mark.parametrize("total_steps,start,note", [(1000, 0, False), (2000, 0, True), (2000, 1000, False)])
+def test_progress_estimate_and_cpu_note(program, total_steps, start, note, monkeypatch, capsys):
     """A batch of 64 at 0.05 s per item: slices of 1, 2, 4, ... items are timed until one call takes a second
     (32 items, 1.6 s), so a step takes 1.6 * 64 / 32 = 3.2 s: 20 img/s (x 10 tokens per sequence: 200 tok/s),
-    320 s an epoch of 100 steps, 3,200 s or 6,400 s for the run. Over an hour on a CPU, one more line names
+    320 s an epoch of 100 steps, 3,200 s or 6,400 s for the run (the steps left: resumed at step 1,000 of 2,000,
+    3,200 s). Over an hour on a CPU, one more line names
     the quick run that the file's docstring shows; under an hour, none. The gradients of the timing are
     dropped, and the speed is measured from the end of the estimate."""
     module, unit, tokens = PROGRAMS[program]
     clock = FakeClock()
     monkeypatch.setattr(time, "perf_counter", clock)
-    p = module.Progress(total_steps, 64 * tokens, unit, 0)
+    p = module.Progress(total_steps, 64 * tokens, unit, start)
     model = nn.Linear(2, 2)
     model(torch.ones(2)).sum().backward()
     p.estimate(clock.forward_backward, model, 64, 100)
@@ -2350,7 +2390,7 @@ def test_progress_estimate_and_cpu_note(program, total_steps, note, monkeypatch,
     rate, run = 20 * tokens, "1.8 h" if note else "53 min"
     assert lines[0] == f"estimate (forward and backward timed on 32 of the first batch's 64): {rate} {unit}/s, " \
                        f"5 min per epoch, {run} for the run (training only)"
-    assert len(lines) == 1 + note and model.weight.grad is None and p.start == (0, clock.now)
+    assert len(lines) == 1 + note and model.weight.grad is None and p.start == (start, clock.now)
     if note:
         assert lines[1].startswith("note: over an hour on this CPU") and lines[1].endswith(module.QUICK_RUN)
     assert module.QUICK_RUN in " ".join(module.__doc__.replace("\\\n", " ").split())

@@ -702,12 +702,11 @@ def open_run(cfg, world=1):
         load_checkpoint(os.path.join(cfg.out_dir, "best.pt"))
     diff = [f"{k}={v!r} there, {getattr(cfg, k, None)!r} here" for k, v in ckpt["config"].items()
             if k not in RESUME_FREE and v != getattr(cfg, k, None)]
+    if len(ckpt["rng"]) != world:  # one random stream per process (each its own dropout): resumed by as many
+        diff.append(f"processes={len(ckpt['rng'])} there, {world} here")
     if diff:
         raise SystemExit(f"error: checkpoint {cfg.out_dir}/ckpt.pt is from another config ({'; '.join(diff)}): pass "
                          f"the same settings to resume, or another --out_dir to start afresh")
-    if len(ckpt["rng"]) != world:  # one random stream per process: each has its own dropout
-        raise SystemExit(f"error: checkpoint {cfg.out_dir}/ckpt.pt was written by {len(ckpt['rng'])} process(es), this "
-                         f"run has {world}: resume with as many (torchrun --nproc_per_node=N; one: python)")
     return ckpt
 
 
@@ -778,8 +777,7 @@ def device_and_precision(cfg):
     except RuntimeError:  # not a device's name
         raise SystemExit(f"error: --device={cfg.device}: use cpu, cuda, cuda:<index> or mps") from None
     if (dev.type == "cuda" and (dev.index or 0) >= torch.cuda.device_count()) or (dev.type == "mps" and not mps):
-        raise SystemExit(f"error: --device={cfg.device}: no such device here: leave --device unset to take "
-                         f"the GPU where there is one, else the CPU")
+        raise SystemExit(f"error: --device={cfg.device}: no such device here: leave it unset for the GPU, else the CPU")
     if cfg.precision == "fp32" or (cfg.precision == "auto" and dev.type != "cuda"):
         return dev, nullcontext(), "fp32"
     # no TF32: on CUDA autocast runs every model matmul in bf16 (the ViT's augmentation has an fp32 one TF32 moved)

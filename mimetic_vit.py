@@ -714,14 +714,12 @@ CHOICES = {"init": INITS, "dataset": tuple(DATASETS), "pos_emb": ("sinusoidal", 
            "schedule": ("onecycle", "cosine"), "recipe": tuple(RECIPES), "precision": ("auto", "bf16", "fp32"),
            "compile": ("auto", "true", "false"), "erase_fill": ("zero", "noise")}
 RANGES = {**dict.fromkeys(("width", "depth", "heads", "patch_size", "mlp_ratio", "ra_chunk", "epochs", "batch_size",
-                           "eval_batch_size", "log_interval"), (1, math.inf)), "ra_m": (0, 30),
-          **dict.fromkeys(("alpha1", "beta1", "alpha2", "beta2", "crop_scale", "reprob", "ra_p", "label_smoothing"),
-                          (0, 1))}  # every other number: 0 or more
+                           "eval_batch_size", "log_interval"), (1, math.inf)), "ra_m": (0, 30), "ra_p": (0, 1),
+          **dict.fromkeys(("alpha1", "beta1", "alpha2", "beta2", "crop_scale", "reprob", "label_smoothing"), (0, 1))}
 BOOLS = {"true": True, "1": True, "false": False, "0": False}
 RESUME_FREE = {"resume", "stop_epoch", "compile", "device", "eval_batch_size", "log_interval", "data_dir", "out_dir",
                "workers"}  # workers: retired worker processes (the batches never depended on them)
-CHECKPOINT_S = 60  # a checkpoint at most this often, and after epochs 1, --stop_epoch and the last (our choice):
-                   # a run resumed from one replays the epochs since, bit for bit
+CHECKPOINT_S = 60  # at most this often, and after epoch 1, --stop_epoch, the last (our choice); resume replays since
 
 
 def parse_config(argv):
@@ -851,8 +849,7 @@ def device_and_precision(cfg):
     except RuntimeError:  # not a device's name
         raise SystemExit(f"error: --device={cfg.device}: use cpu, cuda, cuda:<index> or mps") from None
     if (dev.type == "cuda" and (dev.index or 0) >= torch.cuda.device_count()) or (dev.type == "mps" and not mps):
-        raise SystemExit(f"error: --device={cfg.device}: no such device here: leave --device unset to take "
-                         f"the GPU where there is one, else the CPU")
+        raise SystemExit(f"error: --device={cfg.device}: no such device here: leave it unset for the GPU, else the CPU")
     if cfg.precision == "fp32" or (cfg.precision == "auto" and dev.type != "cuda"):
         return dev, nullcontext(), "fp32"
     # no TF32: CUDA autocast leaves no model matmul fp32; it moved augmented pixels (results/cpu-tf32-*)

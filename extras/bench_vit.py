@@ -201,11 +201,11 @@ def main(argv=None):
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     draw_ips = cfg.batch_size / seconds_per_call(lambda: loader.draws(0), lambda: None, steps=10, warmup=2)
+    host = mv.hardware(torch.device("cpu")).split(", torch")[0]  # the CPU that makes the draws, on one thread
     torch.set_num_threads(threads)
     where = {True: "in worker processes", False: "inline"}
     batches, others = endless(loader), endless(loader_of(not loader.ahead))
     loader_ips, other_ips = (cfg.batch_size / seconds_per_call(lambda: next(b), sync) for b in (batches, others))
-    host = mv.hardware(torch.device("cpu")).split(", torch")[0]  # the CPU that makes the draws
     print(f"augmentation alone: draws {draw_ips:.0f} img/s on one core ({host}); the loader (draws "
           f"{where[loader.ahead]}, then applied on {dev.type}) {loader_ips:.0f} img/s, {other_ips:.0f} img/s with the "
           f"draws {where[not loader.ahead]}")

@@ -23,7 +23,7 @@ Run from the repository root; the laptop recipe's shape, as README.md's tables (
     python extras/compare.py --compare=conv_out $R
     python extras/compare.py --compare=subset --subset_size=5000 $R     # 20 epochs of 5,000 = 780 steps
     python extras/compare.py --compare=subset --subset_size=5000 --init=default $R
-    python extras/compare.py --compare=impulse $R                       # beside mimetic_vit.py --init=mimetic $R
+    python extras/compare.py --compare=impulse $R       # beside mimetic_vit.py --init=mimetic --pos_emb=learned $R
 
 This script's keys: --compare (above); --ls_init, the diagonal's initial value (the paper searched ten values
 in [0, 1]; Touvron et al. use 0.1 at this depth); --conv_kernel, the side of C's kernel (the paper gives none;

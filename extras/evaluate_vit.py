@@ -5,8 +5,8 @@ at test time (no table or figure of the paper; README.md, "The JPEG copy", quote
 Loads <out_dir>/ckpt.pt (the weights after the run's last finished epoch) and scores them, without augmentation
 as mimetic_vit.evaluate() does, on the test set of every folder in --data_dirs (the official python layout).
 Where two folders hold the same images in the same order (make_pair.py's lossless/ and jpeg/), it also gives the
-paired difference of each folder from the first, with its standard error over images. Writes
-<out_dir>/evaluate.json and prints one line a folder:
+paired difference of each folder from the first, with its standard error over images. Writes a row a folder into
+<out_dir>/evaluate.json (rows of other folders, for the same weights, stay) and prints one line a folder:
 
     evaluate: <data_dir> | test acc A | loss L | N images [| minus <first>: D +- SE (paired, N images)]
 
@@ -16,6 +16,7 @@ python results/scripts/reencode_jpeg.py data 75, its images and their JPEG round
         --data_dirs=data/pair5k/lossless,data/pair5k/jpeg
 """
 
+import json
 import os
 import sys
 from types import SimpleNamespace
@@ -55,11 +56,18 @@ def main(argv=None):
     keys = {**KEYS, **mv.parse_args(argv, KEYS)}
     if not keys["out_dir"] or not keys["data_dirs"]:
         raise SystemExit("error: pass --out_dir=<a run's folder> and --data_dirs=<folder>[,<folder>...]")
-    ckpt = mv.load_checkpoint(os.path.join(keys["out_dir"], "ckpt.pt"))
+    path = os.path.join(keys["out_dir"], "ckpt.pt")
+    ckpt = mv.load_checkpoint(path)
     cfg = SimpleNamespace(**{**ckpt["config"], "device": keys["device"]})
+    if cfg.dataset not in mv.DATASETS:  # a run of mimetic_lm.py or of extras/table4.py
+        raise SystemExit(f"error: {path} is a {cfg.dataset} run: this script tests runs of mimetic_vit.py (CIFAR)")
     dev, amp, prec = mv.device_and_precision(cfg)
     model = mv.build_model(cfg, mv.DATASETS[cfg.dataset][3])
-    model.load_state_dict(ckpt["model"])
+    try:
+        model.load_state_dict(ckpt["model"])
+    except RuntimeError as e:  # another model: extras/compare.py's layerscale and conv arms add weights
+        raise SystemExit(f"error: {path} holds another model than mimetic_vit.py's of its config "
+                         f"({str(e).splitlines()[0]}): this script tests runs of mimetic_vit.py") from None
     model.to(dev)
     mean, std = mv.norm_stats(mv.MEAN_STD[cfg.dataset], dev)
     rows, first = [], None
@@ -78,9 +86,17 @@ def main(argv=None):
             line += f" | minus {first[0]}: {row['minus_first']:+.2f} +- {row['minus_first_se']:.2f} (paired)"
         rows.append(row)
         print(line)
+    command = " ".join(["python", "extras/evaluate_vit.py", *argv])
+    for row in rows:
+        row["command"] = command
+    out = os.path.join(keys["out_dir"], "evaluate.json")
+    old = json.load(open(out)) if os.path.exists(out) else {"epoch": None, "rows": []}
+    if old["epoch"] == ckpt["epoch"]:  # the same weights: other folders' rows stay, in their order; these replace theirs
+        new = {row["data_dir"]: row for row in rows}
+        rows = [new.pop(row["data_dir"], row) for row in old["rows"]] + list(new.values())
     results = {"out_dir": keys["out_dir"], "epoch": ckpt["epoch"], "rows": rows, "hardware": mv.hardware(dev),
-               "precision": prec, "command": " ".join(["python", "extras/evaluate_vit.py", *argv])}
-    mv.save_atomic(results, os.path.join(keys["out_dir"], "evaluate.json"))
+               "precision": prec, "command": command}
+    mv.save_atomic(results, out)
     return results
 
 

@@ -114,9 +114,13 @@ def main(argv=None):
     dy, dx = compare.impulse_offsets(cfg.heads)[cfg.head]
     for init, m in zip(ROWS, maps):
         on_query = sum(m[i, r, c].item() for i, (r, c) in enumerate(points)) / len(points)
-        on_shift = sum(m[i, r + dy, c + dx].item() for i, (r, c) in enumerate(points)) / len(points)
+        shifted = [m[i, r + dy, c + dx].item() for i, (r, c) in enumerate(points)
+                   if 0 <= r + dy < grid and 0 <= c + dx < grid]  # no wrap: off the grid, no neighbour
+        on_shift = (f"{sum(shifted) / len(shifted):.3f} on its neighbour ({dy:+d}, {dx:+d})"
+                    + (f" (the {len(shifted)} queries that have one)" if len(shifted) < len(points) else "")
+                    if shifted else f"no neighbour ({dy:+d}, {dx:+d}) on the grid")
         print(f"{init}: layer {cfg.layer} head {cfg.head}, mean over the {len(points)} queries: {on_query:.3f} on the "
-              f"query patch, {on_shift:.3f} on its neighbour ({dy:+d}, {dx:+d}) (uniform: {1 / (grid * grid + 1):.3f})")
+              f"query patch, {on_shift} (uniform: {1 / (grid * grid + 1):.3f})")
     os.makedirs(os.path.dirname(cfg.out) or ".", exist_ok=True)
     labels = ["default init", "mimetic init", f"impulse init, shift ({dy:+d}, {dx:+d})"]
     footer = (f"layer {cfg.layer} (from 0) of {cfg.depth}, head {cfg.head}, seed {cfg.seed}, mean over {len(x)} "

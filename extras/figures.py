@@ -16,16 +16,18 @@ Run from the repository root (each about 8 s of CPU time on one core, measured o
     python extras/figures.py --program=vit                    # ViT-Tiny, mimetic init -> out/figures-vit-mimetic-seed0/
     python extras/figures.py --program=vit --init=default     # -> out/figures-vit-default-seed0/
     python extras/figures.py --program=lm --dataset=ptb_char  # Sec. 7's PTB shape -> out/figures-lm-mimetic-seed0/
-    python extras/figures.py --program=lm --checkpoint=out/lm-ptb_char-mimetic-seed0/best.pt  # -> <folder>/figures/
+    python extras/figures.py --program=lm --checkpoint=out/lm-ptb_char-mimetic-seed0/best.pt  # -> <folder>/figures-best/
 README.md's figures are the first three, copied to figures/<program>-<init>-init-<name>.png.
 
 This script's keys: --program=vit|lm (required), --checkpoint=<a run's ckpt.pt or best.pt>, --out=<folder> (default
-out/figures-<program>-<init>-seed<seed>, or the checkpoint's folder + /figures). Every other --key=value is the
+out/figures-<program>-<init>-seed<seed>, or the checkpoint's folder + /figures-best or -ckpt; a folder that holds
+another config's figures (its config.json) is refused). Every other --key=value is the
 program's (python mimetic_vit.py --help). Without --checkpoint the model is the program's fresh one, built as its
 main() builds it (build_model); with one, the checkpoint's saved config decides the model and its weights are
 loaded, so the only program key accepted beside it is --data_dir (where the inputs are read); others are refused.
 """
 
+import json
 import math
 import os
 import sys
@@ -120,13 +122,19 @@ def parse(argv):
                              f"best.pt)")
         ckpt = program.load_checkpoint(ours["checkpoint"])
         cfg = SimpleNamespace(**{**vars(cfg), **ckpt["config"], "data_dir": cfg.data_dir})  # defaults: older runs
-        if ours["program"] == "vit" and cfg.dataset not in mv.DATASETS:
-            raise SystemExit(f"error: --checkpoint={ours['checkpoint']}: a {cfg.dataset} run of extras/table4.py; "
-                             f"this script draws runs of mimetic_vit.py (CIFAR) and mimetic_lm.py")
+        if cfg.dataset not in program.DATASETS:  # a run of the other program, or of extras/table4.py
+            raise SystemExit(f"error: --checkpoint={ours['checkpoint']}: a {cfg.dataset} run, not one of "
+                             f"mimetic_{ours['program']}.py's datasets ({', '.join(program.DATASETS)})")
     vars(cfg).update(ours)
     if not cfg.out:
-        cfg.out = (os.path.join(os.path.dirname(cfg.checkpoint), "figures") if ckpt is not None
-                   else os.path.join("out", f"figures-{cfg.program}-{cfg.init}-seed{cfg.seed}"))
+        cfg.out = (os.path.join(os.path.dirname(cfg.checkpoint), "figures-" + os.path.basename(cfg.checkpoint)[:-3])
+                   if ckpt is not None else os.path.join("out", f"figures-{cfg.program}-{cfg.init}-seed{cfg.seed}"))
+    made = os.path.join(cfg.out, "config.json")  # what drew the figures there: another config's are kept
+    drawn = json.load(open(made)) if os.path.exists(made) else {}
+    diff = {k: v for k, v in drawn.items() if vars(cfg).get(k) != v and k not in program.RESUME_FREE}
+    if diff:
+        raise SystemExit(f"error: {cfg.out} holds the figures of another config "
+                         f"({', '.join(f'{k}={v!r} there' for k, v in diff.items())}): pass --out=<another folder>")
     return cfg, ckpt
 
 
@@ -145,8 +153,13 @@ def main(argv=None):
         T = min(cfg.seq_len, len(valid))
         x = valid[:min(8, len(valid) // T) * T].view(-1, T)  # (8, seq_len): the first windows of validation text
     if ckpt is not None:
-        model.load_state_dict(ckpt["model"])
+        try:
+            model.load_state_dict(ckpt["model"])
+        except RuntimeError as e:  # another model: extras/compare.py's layerscale and conv arms add weights
+            raise SystemExit(f"error: --checkpoint={cfg.checkpoint} holds another model than mimetic_{name}.py's of "
+                             f"its config ({str(e).splitlines()[0]})") from None
     paths = save_figures(model.eval(), x, causal=name == "lm", folder=cfg.out)
+    mv.save_atomic(vars(cfg), os.path.join(cfg.out, "config.json"))
     print("wrote " + ", ".join(paths))
     return paths
 

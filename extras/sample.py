@@ -23,7 +23,7 @@ KEYS = {"out_dir": "",       # the run's folder, holding best.pt (required)
         "prompt": "",        # text that the sample continues
         "temperature": 1.0,  # softmax temperature (> 0)
         "seed": 0,           # seed of the draws
-        "device": ""}        # "" = cuda if available, else cpu
+        "device": ""}        # as mimetic_lm.py's: "" = cuda if available, else mps if available, else cpu
 
 
 @torch.no_grad()
@@ -43,6 +43,8 @@ def parse(argv):
         raise SystemExit(f"error: unknown key {rest[0]!r}; known keys: {', '.join(KEYS)} (use --key=value)")
     if not ours["out_dir"]:
         raise SystemExit("error: pass --out_dir=<the folder of a finished mimetic_lm.py run>")
+    if not ours["temperature"] > 0:  # 0 divides by 0; below 0 samples the least likely tokens
+        raise SystemExit(f"error: --temperature={ours['temperature']}: use a value above 0 (1: the model's own)")
     return SimpleNamespace(**ours)
 
 
@@ -54,7 +56,7 @@ def main(argv=None):
     best = lm.load_checkpoint(path)
     cfg, vocab = SimpleNamespace(**{"small_emb": False, **best["config"]}), best["vocab"]  # older runs: no small_emb
     level = lm.DATASETS[cfg.dataset][2]
-    dev = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    dev = lm.device_and_precision(SimpleNamespace(device=args.device, precision="fp32"))[0]  # a missing one: error
     model = lm.build_model(cfg, len(vocab))  # the shape of the run; its weights come next
     model.load_state_dict(best["model"])
     index = {w: i for i, w in enumerate(vocab)}

@@ -91,8 +91,8 @@ def models(args, nanogpt):
     timm_vit = VisionTransformer(img_size=32, patch_size=2, embed_dim=192, depth=d, num_heads=3, num_classes=10,
                                  class_token=True, global_pool="token")
     # width 384, 8 heads, as main() builds it
-    ours_lm = lm.build_model(lm.parse_config([f"--depth={d}", "--seq_len=256"]), 50)
-    gpt = nanogpt.GPT(nanogpt.GPTConfig(n_layer=d, n_head=8, n_embd=384, block_size=256, vocab_size=50,
+    ours_lm = lm.build_model(lm.parse_config([f"--depth={d}", f"--seq_len={args.lm_tokens}"]), 50)  # position tables
+    gpt = nanogpt.GPT(nanogpt.GPTConfig(n_layer=d, n_head=8, n_embd=384, block_size=args.lm_tokens, vocab_size=50,
                                         dropout=0.1, bias=True))
     print(f"timm {timm.__version__}, fused attention: {timm.layers.use_fused_attn()}")
     B, (Bl, T) = args.vit_batch, (args.lm_batch, args.lm_tokens)

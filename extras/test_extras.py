@@ -117,6 +117,17 @@ def test_evaluate_vit_scores_the_checkpoint_and_pairs_the_same_images(tmp_path):
     assert math.isclose(b["minus_first"], b["test_acc"] - a["test_acc"], abs_tol=1e-4)
     assert b["test_acc"] != a["test_acc"] and 0 < b["minus_first_se"] < 10
     assert json.load(open(tmp_path / "run" / "evaluate.json"))["rows"] == res["rows"]
+    again = extra("evaluate_vit").main([f"--out_dir={tmp_path / 'run'}", f"--data_dirs={tmp_path / 'b'}"])
+    assert [r["data_dir"] for r in again["rows"]] == folders.split(",")  # the other folders' rows kept, in order
+    assert again["rows"][2]["command"] != again["rows"][0]["command"] == res["command"]  # b's row replaced
+    ckpt = torch.load(tmp_path / "run" / "ckpt.pt", weights_only=True)
+    for name, change, message in [("lm", {"config": {**ckpt["config"], "dataset": "ptb_char"}}, "is a ptb_char run"),
+                                  ("layerscale", {"model": {**ckpt["model"], "blocks.0.scale": torch.ones(32)}},
+                                   "holds another model than mimetic_vit.py's of its config")]:
+        (tmp_path / name).mkdir()
+        torch.save({**ckpt, **change}, tmp_path / name / "ckpt.pt")
+        with pytest.raises(SystemExit, match=f"^error: .*ckpt.pt {message}"):
+            extra("evaluate_vit").main([f"--out_dir={tmp_path / name}", f"--data_dirs={tmp_path / 'a'}"])
 
 # ==================================================================================================
 # extras/bench_lm.py
@@ -173,10 +184,14 @@ def test_extras_bench_vit_thread_hands_over_batches_and_errors():
 def test_extras_bench_vit_line_and_flops(capsys, monkeypatch):
     monkeypatch.setattr(bench_vit, "TEST_IMAGES", 300)  # the test pass: 10,000 images would take the suite 13 s
     monkeypatch.setattr(bench_vit, "TRAIN_IMAGES", 1024)
-    ips = bench_vit.main(["--width=24", "--depth=1", "--heads=2", "--patch_size=8", "--batch_size=16", "--device=cpu"])
+    torch.set_num_threads(2)  # the draws' line says the one thread they are timed on, whatever the rest runs on
+    try:
+        ips = bench_vit.main(["--width=24", "--depth=1", "--heads=2", "--patch_size=8", "--batch_size=16", "--device=cpu"])
+    finally:
+        torch.set_num_threads(1)
     out = capsys.readouterr().out.strip().splitlines()
     assert ips > 0 and re.fullmatch(r"model step: \d+ img/s", out[-9]), out[-9]
-    assert re.fullmatch(r"augmentation alone: draws \d+ img/s on one core \(CPU .+ x\d+ threads \d+\); the loader "
+    assert re.fullmatch(r"augmentation alone: draws \d+ img/s on one core \(CPU .+ x\d+ threads 1\); the loader "
                         r"\(draws inline, then applied on cpu\) \d+ img/s, \d+ img/s with the draws in worker "
                         r"processes", out[-8]), out[-8]
     assert re.fullmatch(r"augmentation's device work per batch, counted on the meta device: \d+ torch calls, \d+ of "
@@ -794,6 +809,11 @@ def test_fig_inits_rows_are_their_inits_and_the_picture(tmp_path, monkeypatch, c
             assert red[y:y + 128, x:x + 128].any(), (i, j)
     out = capsys.readouterr().out
     assert "impulse: layer 0 head 1, mean over the 4 queries: " in out and "on its neighbour (-1, +0)" in out
+    seen.clear()  # patch 16, a 2 x 2 grid: of the queries (0, 0), (0, 1), (1, 0), (1, 1) only the lower two have a
+    fig_inits.main([f"--data_dir={tmp_path}", "--depth=2", "--patch_size=16", "--out=p16.png"])  # patch above
+    m = seen[0][2]  # impulse's maps: no wrap to the bottom row
+    want = (m[2, 0, 0] + m[3, 0, 1]).item() / 2
+    assert f"{want:.3f} on its neighbour (-1, +0) (the 2 queries that have one)" in capsys.readouterr().out
     with pytest.raises(SystemExit, match="^error: --init: each row sets its own"):
         fig_inits.main(["--init=mimetic"])
     with pytest.raises(SystemExit, match="^error: --layer=4 --head=0: the model has layers 0-3 and heads 0-2$"):
@@ -948,7 +968,8 @@ def darker_is_more(maps):
 
 def test_main_fresh_and_from_checkpoints(runs, tmp_path, monkeypatch):
     """Both programs end to end: the fresh model of the given keys (the folder named after program, init and seed)
-    and a run's checkpoints (its config decides the model; figures/ beside it), three PNGs of the expected sizes."""
+    and a run's checkpoints (its config decides the model; figures-ckpt/ beside it), three PNGs of the expected sizes;
+    a folder that holds another config's figures is refused, the same config's redrawn."""
     monkeypatch.chdir(tmp_path)
     data = f"--data_dir={runs}"
     # ViT: 2 heads x 2 layers of 2 * 32 pixels; 17 tokens (patch 8), 2 layers a row
@@ -961,7 +982,11 @@ def test_main_fresh_and_from_checkpoints(runs, tmp_path, monkeypatch):
     want = darker_is_more(figures.attention_maps(model, x, causal=False))
     assert (drawn_maps(fresh[2], 2, 17) - want).abs().max() < 1 / 255, (drawn_maps(fresh[2], 2, 17) - want).abs().max()
     trained = figures.main(["--program=vit", f"--checkpoint={runs / 'vit' / 'ckpt.pt'}", data])
-    assert trained == [str(runs / "vit" / "figures" / f) for f in ("qk.png", "vo.png", "attention.png")]
+    assert trained == [str(runs / "vit" / "figures-ckpt" / f) for f in ("qk.png", "vo.png", "attention.png")]
+    assert figures.main(["--program=vit", *TINY, data]) == fresh  # the same config again: drawn again, in place
+    with pytest.raises(SystemExit, match=r"^error: out.figures-vit-mimetic-seed0 holds the figures of another config "
+                                         r"\(width=32 there\): pass --out=<another folder>$"):
+        figures.main(["--program=vit", *TINY, data, "--width=64"])
     assert png_shapes(trained) == vit and not torch.equal(read_image(trained[0]), read_image(fresh[0]))
     # LM: 2 heads x 1 layer of 2 * 16 pixels; 16 tokens, causal (white above the diagonal); a single panel is
     # saved without the grid's padding (torchvision's make_grid)
@@ -991,8 +1016,16 @@ def test_main_fresh_and_from_checkpoints(runs, tmp_path, monkeypatch):
     table4_run = mv.load_checkpoint(str(runs / "vit" / "ckpt.pt"))  # a checkpoint of extras/table4.py, say SVHN
     table4_run["config"]["dataset"] = "svhn"
     torch.save(table4_run, "svhn.pt")
-    with pytest.raises(SystemExit, match="^error: --checkpoint=svhn.pt: a svhn run of extras/table4.py; this script"):
+    with pytest.raises(SystemExit, match=r"^error: --checkpoint=svhn.pt: a svhn run, not one of mimetic_vit.py's "
+                                         r"datasets \(cifar10, cifar100\)$"):
         figures.main(["--program=vit", "--checkpoint=svhn.pt", data])
+    with pytest.raises(SystemExit, match=r"^error: --checkpoint=.*best.pt: a ptb_word run, not one of mimetic_vit"):
+        figures.main(["--program=vit", f"--checkpoint={runs / 'lm' / 'best.pt'}", data])
+    table4_run["config"]["dataset"], table4_run["model"]["blocks.0.scale"] = "cifar10", torch.ones(32)
+    torch.save(table4_run, "layerscale.pt")  # a run of extras/compare.py --compare=layerscale, say
+    with pytest.raises(SystemExit, match=r"^error: --checkpoint=layerscale.pt holds another model than "
+                                         r"mimetic_vit.py's of its config \(Error\(s\) in loading state_dict"):
+        figures.main(["--program=vit", "--checkpoint=layerscale.pt", data])
 
 
 # ==================================================================================================
@@ -1052,6 +1085,11 @@ def test_extras_sample_from_a_finished_run(finished_run, tmp_path, capsys):
         sample.main([f"--out_dir={moved}", "--prompt=w1 zebra"])
     with pytest.raises(SystemExit, match="no .*best.pt"):
         sample.main([f"--out_dir={tmp_path / 'none'}"])
+    for bad, message in [("--temperature=0", r"--temperature=0.0: use a value above 0"),
+                         ("--temperature=-1", r"--temperature=-1.0: use a value above 0"),
+                         ("--device=gpu", r"--device=gpu: use cpu, cuda"), ("--device=cuda:7", r"--device=cuda:7: no such device here")]:
+        with pytest.raises(SystemExit, match="^error: " + message):
+            sample.main([f"--out_dir={moved}", bad])
 
 
 def test_extras_refuse_a_checkpoint_that_runs_code(tmp_path):
@@ -1111,7 +1149,7 @@ def test_speed_vs_timm_nanogpt_help_and_a_stubbed_run(tmp_path, monkeypatch, cap
                 return self.head(self.emb(x)), None
         """))
     threads = torch.get_num_threads()
-    speed.main([f"--nanogpt={tmp_path / 'model.py'}", "--depth=1", "--vit_batch=2", "--lm_batch=1", "--lm_tokens=8",
+    speed.main([f"--nanogpt={tmp_path / 'model.py'}", "--depth=1", "--vit_batch=2", "--lm_batch=1", "--lm_tokens=300",
                 "--warmup=1", "--rounds=2", "--steps=1", "--threads=1"])
     torch.set_num_threads(threads)
     out = capsys.readouterr().out

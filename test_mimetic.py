@@ -1087,7 +1087,7 @@ BAD_VIT = [("--lrr=1", "error: unknown config key 'lrr'; known keys: width, dept
            ("--alpha1=1.5", "error: --alpha1=1.5: use a value in [0, 1]"),  # mimetic_init_'s range (Sec. 4)
            ("--beta2=-0.1", "error: --beta2=-0.1: use a value in [0, 1]"),
            ("--device=gpu", "error: --device=gpu: use cpu, cuda, cuda:<index> or mps"),
-           ("--device=cuda:7", "error: --device=cuda:7: no such device here: leave it unset for the GPU, else the CPU"),
+           ("--device=cuda:99", "error: --device=cuda:99: no such device here: leave it unset for the GPU, else the CPU"),
            ("--workers=2", "error: unknown config key 'workers'")]
 
 
@@ -1779,7 +1779,7 @@ BAD = [("--widht=3", r"unknown config key 'widht'; known keys: width, depth, hea
        ("--beta1=2", r"--beta1=2.0: use a value in \[0, 1\]$"),  # mimetic_init_'s range (Sec. 4)
        ("--word_dropout=1", r"--word_dropout=1.0: use a value in \[0, 0.99\]$"),  # 1 would divide by 0
        ("--device=gpu", r"--device=gpu: use cpu, cuda, cuda:<index> or mps$"),
-       ("--device=cuda:7", r"--device=cuda:7: no such device here"),
+       ("--device=cuda:99", r"--device=cuda:99: no such device here"),
        ("--lr=-1", r"--lr=-1.0: use a value in \[0, inf\]"),
        ("--resume=True", r"--resume=True but there is no checkpoint at .*ckpt.pt: check --out_dir")]
 

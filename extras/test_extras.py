@@ -1087,7 +1087,7 @@ def test_extras_sample_from_a_finished_run(finished_run, tmp_path, capsys):
         sample.main([f"--out_dir={tmp_path / 'none'}"])
     for bad, message in [("--temperature=0", r"--temperature=0.0: use a value above 0"),
                          ("--temperature=-1", r"--temperature=-1.0: use a value above 0"),
-                         ("--device=gpu", r"--device=gpu: use cpu, cuda"), ("--device=cuda:7", r"--device=cuda:7: no such device here")]:
+                         ("--device=gpu", r"--device=gpu: use cpu, cuda"), ("--device=cuda:99", r"--device=cuda:99: no such device here")]:
         with pytest.raises(SystemExit, match="^error: " + message):
             sample.main([f"--out_dir={moved}", bad])
 

@@ -26,7 +26,9 @@ import torch.nn.functional as F
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "extras"))
 import mimetic_vit as mv  # noqa: E402
+from keys import load_weights  # noqa: E402
 
 
 @torch.no_grad()
@@ -63,11 +65,7 @@ def main(argv=None):
         raise SystemExit(f"error: {path} is a {cfg.dataset} run: this script tests runs of mimetic_vit.py (CIFAR)")
     dev, amp, prec = mv.device_and_precision(cfg)
     model = mv.build_model(cfg, mv.DATASETS[cfg.dataset][3])
-    try:
-        model.load_state_dict(ckpt["model"])
-    except RuntimeError as e:  # another model: extras/compare.py's layerscale and conv arms add weights
-        raise SystemExit(f"error: {path} holds another model than mimetic_vit.py's of its config "
-                         f"({str(e).splitlines()[0]}): this script tests runs of mimetic_vit.py") from None
+    load_weights(model, ckpt["model"], path, "mimetic_vit.py")
     model.to(dev)
     mean, std = mv.norm_stats(mv.MEAN_STD[cfg.dataset], dev)
     rows, first = [], None
@@ -91,7 +89,7 @@ def main(argv=None):
         row["command"] = command
     out = os.path.join(keys["out_dir"], "evaluate.json")
     old = json.load(open(out)) if os.path.exists(out) else {"epoch": None, "rows": []}
-    if old["epoch"] == ckpt["epoch"]:  # the same weights: other folders' rows stay, in their order; these replace theirs
+    if old["epoch"] == ckpt["epoch"]:  # the same weights: other folders' rows stay in order; these replace their own
         new = {row["data_dir"]: row for row in rows}
         rows = [new.pop(row["data_dir"], row) for row in old["rows"]] + list(new.values())
     results = {"out_dir": keys["out_dir"], "epoch": ckpt["epoch"], "rows": rows, "hardware": mv.hardware(dev),

@@ -16,7 +16,7 @@ Run from the repository root (each about 8 s of CPU time on one core, measured o
     python extras/figures.py --program=vit                    # ViT-Tiny, mimetic init -> out/figures-vit-mimetic-seed0/
     python extras/figures.py --program=vit --init=default     # -> out/figures-vit-default-seed0/
     python extras/figures.py --program=lm --dataset=ptb_char  # Sec. 7's PTB shape -> out/figures-lm-mimetic-seed0/
-    python extras/figures.py --program=lm --checkpoint=out/lm-ptb_char-mimetic-seed0/best.pt  # -> <folder>/figures-best/
+    python extras/figures.py --program=lm --checkpoint=out/lm-ptb_char-mimetic-seed0/best.pt  # -> <run>/figures-best/
 README.md's figures are the first three, copied to figures/<program>-<init>-init-<name>.png.
 
 This script's keys: --program=vit|lm (required), --checkpoint=<a run's ckpt.pt or best.pt>, --out=<folder> (default
@@ -42,7 +42,7 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "extras"))
 import mimetic_lm as lm  # noqa: E402
 import mimetic_vit as mv  # noqa: E402
-from keys import split_keys  # noqa: E402
+from keys import load_weights, split_keys  # noqa: E402
 
 PROGRAMS = {"vit": mv, "lm": lm}
 KEYS = {"program": "", "checkpoint": "", "out": ""}  # this script's keys, defaults (the module docstring)
@@ -126,9 +126,11 @@ def parse(argv):
             raise SystemExit(f"error: --checkpoint={ours['checkpoint']}: a {cfg.dataset} run, not one of "
                              f"mimetic_{ours['program']}.py's datasets ({', '.join(program.DATASETS)})")
     vars(cfg).update(ours)
-    if not cfg.out:
-        cfg.out = (os.path.join(os.path.dirname(cfg.checkpoint), "figures-" + os.path.basename(cfg.checkpoint)[:-3])
-                   if ckpt is not None else os.path.join("out", f"figures-{cfg.program}-{cfg.init}-seed{cfg.seed}"))
+    if not cfg.out and ckpt is not None:  # beside the checkpoint, named after it: best.pt -> figures-best
+        run, name = os.path.split(cfg.checkpoint)
+        cfg.out = os.path.join(run, "figures-" + os.path.splitext(name)[0])
+    elif not cfg.out:
+        cfg.out = os.path.join("out", f"figures-{cfg.program}-{cfg.init}-seed{cfg.seed}")
     made = os.path.join(cfg.out, "config.json")  # what drew the figures there: another config's are kept
     drawn = json.load(open(made)) if os.path.exists(made) else {}
     diff = {k: v for k, v in drawn.items() if vars(cfg).get(k) != v and k not in program.RESUME_FREE}
@@ -153,11 +155,7 @@ def main(argv=None):
         T = min(cfg.seq_len, len(valid))
         x = valid[:min(8, len(valid) // T) * T].view(-1, T)  # (8, seq_len): the first windows of validation text
     if ckpt is not None:
-        try:
-            model.load_state_dict(ckpt["model"])
-        except RuntimeError as e:  # another model: extras/compare.py's layerscale and conv arms add weights
-            raise SystemExit(f"error: --checkpoint={cfg.checkpoint} holds another model than mimetic_{name}.py's of "
-                             f"its config ({str(e).splitlines()[0]})") from None
+        load_weights(model, ckpt["model"], f"--checkpoint={cfg.checkpoint}", f"mimetic_{name}.py")
     paths = save_figures(model.eval(), x, causal=name == "lm", folder=cfg.out)
     mv.save_atomic(vars(cfg), os.path.join(cfg.out, "config.json"))
     print("wrote " + ", ".join(paths))

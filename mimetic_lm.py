@@ -823,8 +823,8 @@ class Progress:
     def estimate(self, loss_of_first, model, batch, steps):  # loss_of_first(n): the first n items' step; steps/epoch
         dev = next(model.parameters()).device
         with torch.random.fork_rng(devices=[dev] if dev.type == "cuda" else []):  # dropout draws as without it
-            loss_of_first(max(1, batch >> 6))  # untimed: the first call pays one-time costs
             for n in [batch >> i for i in range(6, -1, -1) if batch >> i]:  # 1/64 of the batch, 1/32, ..., all
+                loss_of_first(n).item()  # untimed: a size's first call pays one-time costs
                 t = time.perf_counter()
                 loss_of_first(n).item()  # .item() waits for the device
                 if (seconds := time.perf_counter() - t) >= 1.0:  # long enough to time well

@@ -229,6 +229,26 @@ def test_the_class_token_comes_first_then_the_patches_in_raster_order():
         tokens, patch = model.embed(x), model.patch_embed(x[:, :, :8, :8].permute(0, 2, 3, 1).reshape(2, -1))
     assert torch.allclose(tokens[:, 0], 0.5 + model.pos_embed[:, 0])
     assert torch.allclose(tokens[:, 1], patch + model.pos_embed[:, 1], atol=1e-6)
+    with torch.no_grad():  # the head reads the class token alone, after the last block and the final norm
+        for block in model.blocks:
+            tokens = block(tokens)
+        assert torch.allclose(model(x), model.head(model.norm(tokens[:, 0])), atol=1e-6)
+
+
+def test_the_default_init_is_timms():
+    """init_weights, the --init=default arm: every Linear but patch_embed truncated normal with std 0.02 and bias 0;
+    patch_embed PyTorch's U(-1/sqrt(fan_in), 1/sqrt(fan_in)), weight and bias (timm's Conv2d); the class token
+    normal with std 1e-6; LayerNorms 1 and 0."""
+    model = small_vit("default", width=96, patch_size=4)  # patch_embed's fan_in: 4 * 4 * 3 = 48
+    for name, m in model.named_modules():
+        if isinstance(m, nn.Linear) and name != "patch_embed":
+            assert abs(m.weight.std().item() - 0.02) < 0.002 and not m.bias.any(), name
+        if isinstance(m, nn.LayerNorm):
+            assert (m.weight == 1).all() and not m.bias.any(), name
+    bound = 48 ** -0.5
+    for w in (model.patch_embed.weight, model.patch_embed.bias):
+        assert w.abs().max() <= bound and abs(w.std().item() - bound / 3 ** 0.5) < 0.2 * bound  # uniform's std
+    assert 0 < model.cls_token.abs().max() < 1e-5
 
 
 def test_sincos2d_gives_each_patch_its_row_and_column():
@@ -610,6 +630,9 @@ def test_resize_to_image_size():
     assert y.shape == (4, 3, 64, 64) and torch.allclose(y.mean(dim=(2, 3)), x.mean(dim=(2, 3)), atol=0.05)
     assert torch.allclose(mv.resize(torch.full((1, 3, 32, 32), 0.3), 128), torch.full((1, 3, 128, 128), 0.3))
     assert mv.resize(y, 32).shape == (4, 3, 32, 32)
+    dot = torch.zeros(1, 3, 32, 32)
+    dot[..., 0, 0] = 16.0  # shrinking, no pixel is skipped (antialiased): one bright pixel still shows at 8x8
+    assert mv.resize(dot, 8)[..., 0, 0].min() > 0.25  # 0.51 (without antialiasing: 0)
     # the model takes the resized input: Table 7's (patch, input) pairs, 256 or 64 patches
     for args, n in ((["--patch_size=4", "--image_size=64"], 257), (["--patch_size=32", "--image_size=256"], 65),
                     (["--patch_size=4"], 65)):
@@ -1337,6 +1360,10 @@ def test_lm_word_dropout_drops_whole_vectors():
         assert dropped[idx[0] == w].unique().numel() == 1
     model.eval()
     assert torch.allclose(model.embed(idx)[0], full * 0.5)        # no dropout in eval
+    model = tiny_lm(vocab_size=1000, word_dropout=0.1, pos_scale=0.0).train()  # p, not 1 - p, the chance to drop
+    torch.manual_seed(0)
+    x = model.embed(torch.arange(1000).view(125, 8)).flatten(0, 1)  # every word once
+    assert 70 <= (x == 0).all(-1).sum() <= 130                      # 100 +- 3 SD
 
 
 @pytest.mark.parametrize("init", lm.INITS)
@@ -1574,6 +1601,8 @@ def test_lm_batches_cover_every_sequence_once_and_split_over_ranks():
     assert len(set(starts.tolist())) == len(starts) and len(set((starts % 10).tolist())) == 1  # one offset, no repeats
     again = torch.cat([x[:, 0] for x, _ in lm.batches(ids, 10, 8, gen)])  # the next epoch
     assert starts.tolist() != sorted(starts.tolist()) and (again // 10).tolist() != (starts // 10).tolist()  # shuffled
+    offsets = {next(lm.batches(ids, 10, 8, gen))[0][0, 0].item() % 10 for _ in range(5)}
+    assert len(offsets) > 1  # each epoch its own random offset
     for (x, y), (x0, y0), (x1, y1) in zip(whole, *halves):  # rank r takes the r-th half of the same batch
         assert torch.equal(torch.cat([x0, x1]), x) and torch.equal(torch.cat([y0, y1]), y)
 
@@ -1715,7 +1744,8 @@ def test_lm_ddp_two_cpu_processes_match_one_process(tmp_path):
     res = json.loads((tmp_path / "ddp" / "results.json").read_text())
     assert res["world_size"] == 2 and stdout.count("epoch 1/1 |") == 1  # only rank 0 logs
     assert res["command"].startswith("torchrun --standalone --nproc_per_node=2 mimetic_lm.py")
-    assert len(torch.load(tmp_path / "ddp" / "ckpt.pt", weights_only=True)["rng"]) == 2  # every rank's RNG
+    (cpu0, _), (cpu1, _) = torch.load(tmp_path / "ddp" / "ckpt.pt", weights_only=True)["rng"]  # every rank's RNG,
+    assert not torch.equal(cpu0, cpu1)  # each seeded for its own dropout
     a = torch.load(tmp_path / "ddp" / "ckpt.pt", weights_only=True)["model"]
     b = torch.load(tmp_path / "single" / "ckpt.pt", weights_only=True)["model"]
     for k in a:  # the key bias has a zero gradient in exact arithmetic (softmax ignores it), so Adam turns
@@ -2410,6 +2440,27 @@ def test_progress_estimate_of_a_batch_of_one_and_no_note_off_the_cpu(monkeypatch
     out = capsys.readouterr().out
     assert out.startswith("estimate (forward and backward timed on 1 of the first batch's 1): 4 img/s, 2 s per")
     assert "note:" not in out
+
+
+@pytest.mark.parametrize("program", ["vit", "lm"])
+def test_save_atomic_keeps_the_old_file_when_a_write_is_cut_off(program, tmp_path, monkeypatch):
+    """A Ctrl-C (or a crash) halfway through writing a checkpoint or results.json leaves the old file whole."""
+    module = PROGRAMS[program][0]
+
+    def half_then_interrupted(obj, f, **kwargs):  # torch.save(obj, path) or json.dump(obj, file, indent=1)
+        with open(f, "w") if isinstance(f, str) else nullcontext(f) as out:
+            out.write("half a file")
+        raise KeyboardInterrupt
+
+    for name, old in (("ckpt.pt", {"epoch": 1}), ("results.json", {"epochs_done": 1})):
+        path = str(tmp_path / name)
+        module.save_atomic(old, path)
+        before = open(path, "rb").read()
+        with monkeypatch.context() as m, pytest.raises(KeyboardInterrupt):
+            m.setattr(torch, "save", half_then_interrupted)
+            m.setattr(json, "dump", half_then_interrupted)
+            module.save_atomic({"epoch": 2}, path)
+        assert open(path, "rb").read() == before, name
 
 
 @pytest.mark.parametrize("program", ["vit", "lm"])

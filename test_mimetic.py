@@ -1178,6 +1178,17 @@ def test_elapsed_time_adds_up_over_epochs_and_a_resume(tmp_path, monkeypatch):
     assert [h["elapsed_s"] for h in res["history"]] == [13.938, 23.938, 37.876] and res["wall_time_s"] == 37.876
 
 
+def test_train_subset_trains_on_the_first_n_images(tmp_path, monkeypatch, capsys):
+    """--train_subset=96: the first 96 training images, 3 steps of 32 an epoch."""
+    write_cifar(tmp_path)
+    train_x = mv.load_dataset("cifar10", str(tmp_path))[0]
+    real, given = mv.TrainLoader, []
+    monkeypatch.setattr(mv, "TrainLoader", lambda x, *args: given.append(x) or real(x, *args))
+    res = mv.main(TINY + ["--epochs=1", "--train_subset=96", f"--data_dir={tmp_path}", f"--out_dir={tmp_path / 'r'}"])
+    assert len(given) == 1 and torch.equal(given[0], train_x[:96]) and "step 3/3 | epoch 1" in capsys.readouterr().out
+    assert res["epochs_done"] == 1
+
+
 def test_no_overwrite_of_another_run(tmp_path, monkeypatch):
     write_cifar(tmp_path)
     monkeypatch.chdir(tmp_path)
@@ -1346,6 +1357,14 @@ def test_lm_weight_tying():
         other.wte.weight.zero_()
     other.load_state_dict(model.state_dict())
     assert other.head.weight is other.wte.weight and torch.equal(other.head.weight, model.wte.weight)
+
+
+def test_lm_emb_dropout_and_dropout_are_two_keys():
+    """--emb_dropout drops entries of the embedded input (tokens plus positions); --dropout, inside the blocks, not."""
+    for dropout, emb_dropout in ((0.0, 0.5), (0.5, 0.0)):
+        model = tiny_lm(dropout=dropout, emb_dropout=emb_dropout).train()
+        zeros = (model.embed(torch.randint(23, (4, 16))) == 0).float().mean().item()
+        assert 0.4 < zeros < 0.6 if emb_dropout else zeros == 0, (dropout, emb_dropout)
 
 
 def test_lm_word_dropout_drops_whole_vectors():

@@ -1070,6 +1070,20 @@ def finished_run(tmp_path_factory):
     return root, root / "run"
 
 
+def test_extras_sample_generate_greedy_near_temperature_0_on_the_last_block_size_tokens():
+    """generate(): at temperature 1e-4 every token is the most likely one (greedy), each drawn from the last
+    block_size tokens (here 8, after a prompt of 10); at temperature 1 the draws differ from greedy."""
+    generate = extra("sample").generate
+    torch.manual_seed(0)
+    model = lm.TransformerLM(lm.LMConfig(vocab_size=11, block_size=8, width=16, depth=1, heads=2)).eval()
+    idx = torch.randint(11, (2, 10))
+    greedy = idx
+    for _ in range(6):
+        greedy = torch.cat([greedy, model(greedy[:, -8:])[:, -1].argmax(-1, keepdim=True)], dim=1)
+    assert torch.equal(generate(model, idx, 6, 1e-4, torch.Generator().manual_seed(0)), greedy)
+    assert not torch.equal(generate(model, idx, 6, 1.0, torch.Generator().manual_seed(0)), greedy)
+
+
 def test_extras_sample_from_a_finished_run(finished_run, tmp_path, capsys):
     moved = tmp_path / "moved"  # best.pt carries the settings and the vocabulary: no flag needs repeating
     shutil.copytree(finished_run[1], moved)

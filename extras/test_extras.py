@@ -1074,8 +1074,7 @@ def test_extras_sample_generate_greedy_near_temperature_0_on_the_last_block_size
     """generate(): at temperature 1e-4 every token is the most likely one (greedy), each drawn from the last
     block_size tokens (here 8, after a prompt of 10); at temperature 1 the draws differ from greedy."""
     generate = extra("sample").generate
-    torch.manual_seed(0)
-    model = lm.TransformerLM(lm.LMConfig(vocab_size=11, block_size=8, width=16, depth=1, heads=2)).eval()
+    model = lm.build_model(lm.parse_config(["--width=16", "--heads=2", "--depth=1", "--seq_len=8"]), 11).eval()
     idx = torch.randint(11, (2, 10))
     greedy = idx
     for _ in range(6):

@@ -6,8 +6,7 @@ main() builds them, and a tiny seeded run of each program with both inits (its h
 
 The weights: every init arm (mimetic, default, qk, vo, simple; mimetic with vo_sign=+1) at the laptop shapes, seeds 0
 and 1, plus ViT-Tiny and the LM with small_emb. One thread: LAPACK's SVD can differ by an ulp across thread counts.
-For checkouts after 85533dc (snapshot.py at 6794749 builds older ones). The older folders were made by its two
-forerunners, snapshot.py (the weights) and tinyrun.py (the runs): `git show 3c8c120:results/scripts/tinyrun.py`.
+For checkouts after 85533dc; its forerunners, which made the older folders: results/INVESTIGATIONS.md, "Older runs".
 """
 import os
 import pickle
@@ -17,8 +16,7 @@ import tempfile
 
 import torch
 
-VIT = ["--width=32", "--depth=2", "--heads=2", "--patch_size=8", "--batch_size=32", "--ra_n=2", "--epochs=2",
-       "--log_interval=4"]
+VIT = "--width=32 --depth=2 --heads=2 --patch_size=8 --batch_size=32 --ra_n=2 --epochs=2 --log_interval=4".split()
 LM = ["--dataset=ptb_word", "--width=16", "--depth=2", "--heads=2", "--seq_len=16", "--eval_stride=8",
       "--batch_size=8", "--epochs=2", "--lr=3e-3", "--compile=false", "--device=cpu"]
 VIT_LAPTOP = ["--width=96", "--depth=4", "--heads=3", "--patch_size=4"]

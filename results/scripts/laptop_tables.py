@@ -1,9 +1,8 @@
 """The tables of the laptop-scale runs (and of the GPU diagnosis), as Markdown, from the results files and logs under
-results/ (paths from the repository root): results/scripts/results_readme.py puts each in results/README.md or INVESTIGATIONS.md where a
-block `table <function>` stands. Every cell links to the results file it was read from; the paper's numbers are
-typed in and labelled as the paper's. Statistics: mean ± sample standard deviation (n - 1) over seeds; a gap between
-two arms is the mean of the per-seed differences (same seed = same data order, augmentation and default-init draw)
-with its standard error, sd(differences) / sqrt(n).
+results/ (paths from the repository root), for results_readme.py to put where a block `table <function>` stands. Every
+cell links to the results file it was read from; the paper's numbers are typed in and labelled as the paper's.
+Statistics: mean ± sample standard deviation (n - 1) over seeds; a gap between two arms is the mean of the per-seed
+differences (same seed = same data order, augmentation and default-init draw) with its standard error, sd / sqrt(n).
 """
 
 import json
@@ -394,11 +393,14 @@ def impulse_proxy(seeds=range(3)):
 
 
 def level_cpu(seeds=range(3)):
-    """The level issue's CPU runs beside today's default on the same seeds: the first author's timm flags on the
-    laptop recipe, AdamW eps 1e-3 at depth 12 (4 epochs)."""
+    """The level issue's CPU runs, each beside today's default on the same seeds; the last two beside the default rerun
+    on their machine, in one session (runs differ across machines: results/cpu-laptop-rerun-1f01035)."""
     rows = []
     for label, runs, today in (("`--recipe=timm`, the laptop recipe", f"{E}-e2-timm", f"{E}-e2-authors100"),
-                               ("`--adam_eps=1e-3`, depth 12, 4 epochs", f"{D12}-eps1e-3", f"{D12}-authors100")):
+                               ("`--adam_eps=1e-3`, depth 12, 4 epochs", f"{D12}-eps1e-3", f"{D12}-authors100"),
+                               ("today's default, rerun", f"{E}-e2-authors100-rerun", f"{E}-e2-authors100-rerun"),
+                               ("`--recipe=timm`, rerun", f"{E}-e2-timm-rerun", f"{E}-e2-authors100-rerun"),
+                               ("`--pos_emb=sincos2d`", f"{E}-e2-sincos2d", f"{E}-e2-authors100-rerun")):
         (d, m), (td, tm) = pair(runs, seeds), pair(today, seeds)
         rows.append(pair_row(label, d, m) + [f"{paired(td, d)} / {paired(tm, m)}"])
     return table(["runs", "default init", "mimetic init", "gap, paired (± SE)",

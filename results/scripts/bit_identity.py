@@ -6,7 +6,7 @@ main() builds them, and a tiny seeded run of each program with both inits (its h
 
 The weights: every init arm (mimetic, default, qk, vo, simple; mimetic with vo_sign=+1) at the laptop shapes, seeds 0
 and 1, plus ViT-Tiny and the LM with small_emb. One thread: LAPACK's SVD can differ by an ulp across thread counts.
-For checkouts after 85533dc; its forerunners, which made the older folders: results/INVESTIGATIONS.md, "Older runs".
+For checkouts after 85533dc (older: snapshot.py at 6794749); its forerunners: results/INVESTIGATIONS.md, "Older runs".
 """
 import os
 import pickle

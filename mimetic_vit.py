@@ -16,9 +16,11 @@ import math
 import os
 import pickle
 import platform
+import queue
 import shlex
 import socket
 import sys
+import threading
 import time
 from collections import OrderedDict
 from contextlib import nullcontext
@@ -465,7 +467,9 @@ class TrainLoader:
         self.mean, self.std = norm_stats(mean_std, dev)
         self.steps = len(x) // cfg.batch_size  # the last partial batch is dropped (fixed shapes)
         self.draws = Draws(cfg, x.shape[1:])
-        # CUDA: two worker processes make the draws ahead, off the launching thread (our choice)
+        # CUDA: two worker processes make the draws ahead and a thread applies them, off the
+        # thread that launches the model (our choice; results/gpu-h200-e3-sincos2d-default/
+        # bench-*.txt: whole step 54% of the model step, 94% with this and CUDA graphs)
         self.ahead = dev.type == "cuda" if ahead is None else ahead
         self.seeds = []  # the sampler: this epoch's batch seeds (range(2 ** 62) gives each back)
         self.all_draws = DataLoader(range(2 ** 62), batch_size=None, sampler=self.seeds, collate_fn=self.draws,
@@ -484,9 +488,13 @@ class TrainLoader:
     def __iter__(self):  # one epoch of (normalised float images, labels) on the device
         perm = torch.randperm(len(self.x), generator=self.gen)
         self.seeds[:] = torch.randint(2 ** 62, (self.steps,), generator=self.gen).tolist()
+        batches = self.batches(perm, iter(self.all_draws))  # the workers start here
+        return in_a_thread(batches) if self.ahead else batches
+
+    def batches(self, perm, all_draws):
         # CUDA: augment on a side stream: its copies from the host wait for it, not for training
         side = torch.cuda.Stream(self.dev) if self.dev.type == "cuda" else None
-        for i, draws in enumerate(self.all_draws):
+        for i, draws in enumerate(all_draws):
             with torch.cuda.stream(side) if side else nullcontext():
                 idx = perm[i * self.cfg.batch_size:(i + 1) * self.cfg.batch_size].to(self.dev)
                 batch = self.apply(self.x[idx], *draws), self.y[idx]
@@ -612,6 +620,14 @@ def get_lr(step, total_steps, cfg):
 # -----------------------------------------------------------------------------
 # training
 
+def compile_model(model, cfg, dev):
+    """torch.compile'd as --compile says (auto: on CUDA only); on CUDA as CUDA graphs (mode
+    reduce-overhead): the model step in a few launches (our choice: TrainLoader's comment)."""
+    if cfg.compile == "true" or (cfg.compile == "auto" and dev.type == "cuda"):
+        return torch.compile(model, mode="reduce-overhead" if dev.type == "cuda" else "default")
+    return model
+
+
 def forward_backward(net, x, y, amp, label_smoothing=0.0):
     """One batch's loss (fp32 whatever the precision) and gradients: (loss, logits)."""
     with amp:
@@ -632,7 +648,7 @@ def train(model, data, mean_std, cfg, dev, amp, ckpt=None):
     gen = torch.Generator().manual_seed(cfg.seed)  # the data order and the batches' seeds
     state = restore(ckpt, opt, gen, dev) if ckpt is not None else {"history": []}
     history = state["history"]
-    net = torch.compile(model) if cfg.compile == "true" or (cfg.compile == "auto" and dev.type == "cuda") else model
+    net = compile_model(model, cfg, dev)
     loader = TrainLoader(train_x, train_y, cfg, mean_std, dev, gen)
     test_stats, steps = norm_stats(mean_std, dev), loader.steps
     step = first_step = len(history) * steps
@@ -905,6 +921,26 @@ class Progress:
         if self.tty and time.perf_counter() - self.shown > 0.5:
             self.shown = time.perf_counter()
             self.print(f"step {step}/{self.total} | loss {loss.item():.4f}", step, end="")
+
+
+def in_a_thread(batches, depth=2):
+    """The batches, made up to `depth` ahead by a thread of their own (TrainLoader's on CUDA: its
+    kernel launches run beside the training thread's); an error there is raised here, as it was."""
+    ready = queue.Queue(maxsize=depth)
+
+    def make():
+        try:
+            for batch in batches:
+                ready.put(batch)
+            ready.put(None)  # the end
+        except Exception as e:  # handed over: the training thread raises it, never waits for ever
+            ready.put(e)
+
+    threading.Thread(target=make, daemon=True).start()
+    while (batch := ready.get()) is not None:
+        if isinstance(batch, Exception):
+            raise batch
+        yield batch
 
 
 def duration(s):

@@ -5,17 +5,16 @@ Throughput of mimetic_vit.py's training step, to estimate how long the paper's r
 Measures, after 5 warm-up steps (torch.compile and allocation happen there), 20 timed training steps on synthetic
 input: forward, the fp32 cross-entropy, backward, gradient clipping and the AdamW step, as mimetic_vit.train()
 does them (same optimizer, precision and compile choice): the model step. Then the augmentation alone on random
-uint8 32x32 images: mimetic_vit.TrainLoader's draws on one CPU core, and the loader's batches (draws made as
-train() makes them, in worker processes on CUDA, then applied on the device) after 5 of them, and with the draws
-made the other way (inline on CUDA); the torch calls its device work takes per batch (counted on the meta device,
-which holds no data: on CUDA each is a kernel launch or a view); how far the batches are from the same draws
-applied on the CPU (bit for bit there: test_mimetic.py); then the whole step, loader and model, as train() runs it
-(and with the draws made the other way); two candidates for the thread that launches both, measured before either
-goes into mimetic_vit.py: the loader in a thread of its own, and (last, if compiled) the model step as CUDA graphs
-(torch.compile's reduce-overhead), alone and whole; then what train() does between two epochs (a test pass over 10,000
-images, eager and, if compiled, compiled; a checkpoint write), beside an epoch at the whole step's rate; then
+uint8 32x32 images: mimetic_vit.TrainLoader's draws on one CPU core, and the loader's batches (made as train()
+makes them: on CUDA the draws in worker processes, applied on the device by a thread of the loader's own) after 5
+of them, and made the other way (inline on CUDA); the torch calls its device work takes per batch (counted on the
+meta device, which holds no data: on CUDA each is a kernel launch or a view); how far the batches are from the same
+draws applied on the CPU (bit for bit there: test_mimetic.py); then the whole step, loader and model, as train()
+runs it (and with the batches made the other way); then what train() does between two epochs (a test pass over
+10,000 images, eager and, if compiled, compiled; a checkpoint write), beside an epoch at the whole step's rate; then
 attention alone at the model's shape under each scaled_dot_product_attention backend (torch's own choice first,
-named by the kernel it runs).
+named by the kernel it runs); last, on CUDA, the model step and the whole step without CUDA graphs (torch.compile's
+default mode, train()'s before them).
 The last line is
 
     benchmark: N img/s | X TFLOP/s (model matmuls) | <hardware> | <precision> | compile <bool> | width .. batch ..
@@ -27,10 +26,8 @@ Run from the repository root, with mimetic_vit.py's --key=value config keys (pyt
 """
 
 import os
-import queue
 import sys
 import tempfile
-import threading
 import time
 from types import SimpleNamespace
 
@@ -89,26 +86,6 @@ def endless(loader):
     """The loader's batches, epoch after epoch."""
     while True:
         yield from loader
-
-
-def in_a_thread(batches, depth=2):
-    """The batches, made up to `depth` ahead by a thread of their own: on CUDA their kernel launches run beside the
-    training thread's, which launches only the model's (a candidate for TrainLoader, measured here first)."""
-    ready = queue.Queue(maxsize=depth)
-
-    def make():
-        try:
-            for batch in batches:
-                ready.put(batch)
-        except Exception as e:  # handed over: the training thread raises it rather than wait for ever
-            ready.put(e)
-
-    threading.Thread(target=make, daemon=True).start()
-    while True:
-        batch = ready.get()
-        if isinstance(batch, Exception):
-            raise batch
-        yield batch
 
 
 def seconds_per_call(fn, sync, steps=20, warmup=5):
@@ -171,8 +148,8 @@ def main(argv=None):
     model = mv.build_model(cfg, mv.DATASETS[cfg.dataset][3]).to(dev)  # as mimetic_vit.main() builds it
     c = model.config
     print(f"model: {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters, {c.num_tokens} tokens")
-    compiled = cfg.compile == "true" or (cfg.compile == "auto" and dev.type == "cuda")  # as mimetic_vit.train() decides
-    net = torch.compile(model) if compiled else model
+    net = mv.compile_model(model, cfg, dev)  # as mimetic_vit.train() compiles it: on CUDA as CUDA graphs
+    compiled = net is not model
     opt = mv.make_optimizer(model, cfg.lr, cfg.weight_decay, dev, cfg.decay_all, cfg.adam_eps)
     x = torch.randn(cfg.batch_size, 3, c.image_size, c.image_size, device=dev)
     y = torch.randint(c.num_classes, (cfg.batch_size,), device=dev)
@@ -193,7 +170,7 @@ def main(argv=None):
     images = torch.randint(256, (TRAIN_IMAGES, 3, 32, 32), dtype=torch.uint8)
     labels = torch.randint(c.num_classes, (len(images),))
 
-    def loader_of(ahead=None):  # None: train()'s choice (on CUDA worker processes make the draws)
+    def loader_of(ahead=None):  # None: train()'s choice (on CUDA: draws in worker processes, applied in a thread)
         gen = torch.Generator().manual_seed(0)
         return mv.TrainLoader(images, labels, cfg, mv.MEAN_STD[cfg.dataset], dev, gen, ahead)
 
@@ -203,12 +180,12 @@ def main(argv=None):
     draw_ips = cfg.batch_size / seconds_per_call(lambda: loader.draws(0), lambda: None, steps=10, warmup=2)
     host = mv.hardware(torch.device("cpu")).split(", torch")[0]  # the CPU that makes the draws, on one thread
     torch.set_num_threads(threads)
-    where = {True: "in worker processes", False: "inline"}
+    where = {True: "drawn in worker processes, applied in a thread", False: "drawn and applied inline"}
     batches, others = endless(loader), endless(loader_of(not loader.ahead))
     loader_ips, other_ips = (cfg.batch_size / seconds_per_call(lambda: next(b), sync) for b in (batches, others))
-    print(f"augmentation alone: draws {draw_ips:.0f} img/s on one core ({host}); the loader (draws "
-          f"{where[loader.ahead]}, then applied on {dev.type}) {loader_ips:.0f} img/s, {other_ips:.0f} img/s with the "
-          f"draws {where[not loader.ahead]}")
+    print(f"augmentation alone: draws {draw_ips:.0f} img/s on one core ({host}); the loader (batches "
+          f"{where[loader.ahead]}, on {dev.type}) {loader_ips:.0f} img/s, {other_ips:.0f} img/s with them "
+          f"{where[not loader.ahead]}")
 
     calls, copies = augmentation_calls(cfg)
     print(f"augmentation's device work per batch, counted on the meta device: {calls} torch calls, {copies} of them "
@@ -231,11 +208,7 @@ def main(argv=None):
 
     whole_ips, other_ips = (cfg.batch_size / seconds_per_call(lambda: whole(b), sync) for b in (batches, others))
     print(f"whole step: {whole_ips:.0f} img/s, {100 * whole_ips / ips:.0f}% of the model step; "
-          f"{100 * other_ips / ips:.0f}% with the draws {where[not loader.ahead]}")
-    ahead = in_a_thread(batches)  # from here on the thread takes the loader's batches
-    thread_ips = cfg.batch_size / seconds_per_call(lambda: whole(ahead), sync)
-    print(f"whole step with the loader in a thread of its own: {thread_ips:.0f} img/s, {100 * thread_ips / ips:.0f}% of "
-          f"the model step")
+          f"{100 * other_ips / ips:.0f}% with the batches {where[not loader.ahead]}")
 
     # between two epochs train() runs a test pass and writes a checkpoint
     test_x = torch.randint(256, (TEST_IMAGES, 3, 32, 32), dtype=torch.uint8, device=dev)
@@ -258,14 +231,14 @@ def main(argv=None):
     shape = (cfg.batch_size, c.heads, c.num_tokens, c.width // c.heads)
     ms = attention_ms(shape, torch.bfloat16 if prec.startswith("bf16") else torch.float32, dev, sync)
     print(f"attention {shape}, forward and backward: " + ", ".join(f"{k} {v:.2f} ms" for k, v in ms.items()))
-    if compiled:  # CUDA graphs: the model step launched as one graph, the thread's time left to the augmentation
-        graphs = torch.compile(model, mode="reduce-overhead")
-        graph_ips = cfg.batch_size / seconds_per_call(lambda: step(graphs), sync)
-        whole_graph_ips, thread_graph_ips = (cfg.batch_size / seconds_per_call(lambda: whole(b, graphs), sync)
-                                             for b in (endless(loader_of()), ahead))
-        print(f"with CUDA graphs (torch.compile mode reduce-overhead): model step {graph_ips:.0f} img/s, whole step "
-              f"{whole_graph_ips:.0f} img/s ({100 * whole_graph_ips / graph_ips:.0f}%), {thread_graph_ips:.0f} img/s "
-              f"with the loader in a thread ({100 * thread_graph_ips / graph_ips:.0f}%)")
+    if compiled:  # train()'s compile before CUDA graphs (on a CPU it has none), with today's batches and the other
+        plain = torch.compile(model)
+        plain_ips = cfg.batch_size / seconds_per_call(lambda: step(plain), sync)
+        whole_plain_ips, other_plain_ips = (cfg.batch_size / seconds_per_call(lambda: whole(b, plain), sync)
+                                            for b in (batches, others))
+        print(f"without CUDA graphs (torch.compile's default mode): model step {plain_ips:.0f} img/s, whole step "
+              f"{whole_plain_ips:.0f} img/s ({100 * whole_plain_ips / plain_ips:.0f}%), {other_plain_ips:.0f} img/s "
+              f"with the batches {where[not loader.ahead]} ({100 * other_plain_ips / plain_ips:.0f}%)")
     print(f"benchmark: {ips:.0f} img/s | {ips * train_flops_per_image(c) / 1e12:.2f} TFLOP/s (model matmuls) | "
           f"{mv.hardware(dev)} | {prec} | compile {compiled} | width {c.width} depth {c.depth} heads {c.heads} "
           f"patch {c.patch_size} image {c.image_size} batch {cfg.batch_size}")

@@ -7,11 +7,11 @@
 #   screen  the default init under three augmentation recipes, 40 epochs (results/gpu-h200-screen-e40-default/)
 #   pair    Table 1's pair on the default recipe (results/gpu-h200-table1-authors100-partial/: cut off at epoch 87-88)
 #   e1, e2  --recipe=timm, default init (results/gpu-h100-e1-timm-default/), mimetic (results/gpu-h200-e2-timm-mimetic/)
-#   e3      --pos_emb=sincos2d on the default recipe, default init
+#   e3      --pos_emb=sincos2d on the default recipe, INITS (default init: results/gpu-h200-e3-sincos2d-default/)
 #   p4      Table 7's patch-4 ViT-Tiny, both inits, on the default recipe and on --recipe=timm
 # A step each (a run outlives its step: setsid), SLEEP the seconds to wait: SET=e1 bash results/scripts/gpu_runs.sh start
-# bench (extras/bench_vit.py --batch_size=512 alone, 90 s a recipe before its thread and CUDA-graph lines: model and
-# whole step, device against CPU, epoch ends, SDPA; BENCH=timm benches --recipe=timm; TESTS=1: the GPU tests first)
+# bench (extras/bench_vit.py --batch_size=512 alone, about 90 s a recipe: model and whole step, device against CPU,
+# epoch ends, SDPA, steps without CUDA graphs; BENCH=timm benches --recipe=timm; TESTS=1: the GPU tests first)
 # | start (the data, the runs, their first lines) | look (their last lines) | collect (their logs until they end or
 # SLEEP runs out, then each last checkpoint tested, into ...-<name>-evaluate.txt; logs and results into OUT).
 # Times seen: one arm alone 100 epochs in 7.9 min on an H100 before TrainLoader (e1), 10.4 min on an H200 with it (e2,
@@ -29,8 +29,8 @@ runs() {  # name|flags
         echo "timm-default|--init=default --recipe=timm --epochs=${EPOCHS:-100}"
     elif [ "$SET" = e2 ]; then  # its mimetic arm
         echo "timm-mimetic|--init=mimetic --recipe=timm --epochs=${EPOCHS:-100}"
-    elif [ "$SET" = e3 ]; then  # 2-D sine-cosine position embeddings on today's recipe, default init
-        echo "sincos2d-default|--init=default --pos_emb=sincos2d --epochs=${EPOCHS:-100}"
+    elif [ "$SET" = e3 ]; then  # 2-D sine-cosine position embeddings on today's recipe, INITS="default mimetic"
+        for i in ${INITS:-default}; do echo "sincos2d-$i|--init=$i --pos_emb=sincos2d --epochs=${EPOCHS:-100}"; done
     elif [ "$SET" = p4 ]; then  # Table 7's patch-4 row (paper 88.43 -> 90.47): today's recipe and timm's, per init
         for i in default mimetic; do for r in authors100 timm; do echo "p4-$r-$i|--init=$i --patch_size=4 --recipe=$r --epochs=${EPOCHS:-100}"; done; done
     else  # train.py's defaults (the default until the screen); the authors' 100-epoch augmentation (the default

@@ -541,6 +541,26 @@ def groups(keys, dev):
     return list(zip(found, positions.split([len(ns) for ns in found.values()])))
 
 
+def in_a_thread(batches, depth=2):
+    """The batches, made up to `depth` ahead by a thread of their own (TrainLoader's on CUDA: its
+    kernel launches run beside the training thread's); an error there is raised here, as it was."""
+    ready = queue.Queue(maxsize=depth)
+
+    def make():
+        try:
+            for batch in batches:
+                ready.put(batch)
+            ready.put(None)  # the end
+        except Exception as e:  # handed over: the training thread raises it, never waits for ever
+            ready.put(e)
+
+    threading.Thread(target=make, daemon=True).start()
+    while (batch := ready.get()) is not None:
+        if isinstance(batch, Exception):
+            raise batch
+        yield batch
+
+
 def jitter_batch(x, params):
     """T.ColorJitter's transform, factors per image, uint8: brightness, contrast and saturation blend each image with
     black, its grey's mean or its grey (torchvision's _blend: x r + other (1 - r), rounded once)."""
@@ -921,26 +941,6 @@ class Progress:
         if self.tty and time.perf_counter() - self.shown > 0.5:
             self.shown = time.perf_counter()
             self.print(f"step {step}/{self.total} | loss {loss.item():.4f}", step, end="")
-
-
-def in_a_thread(batches, depth=2):
-    """The batches, made up to `depth` ahead by a thread of their own (TrainLoader's on CUDA: its
-    kernel launches run beside the training thread's); an error there is raised here, as it was."""
-    ready = queue.Queue(maxsize=depth)
-
-    def make():
-        try:
-            for batch in batches:
-                ready.put(batch)
-            ready.put(None)  # the end
-        except Exception as e:  # handed over: the training thread raises it, never waits for ever
-            ready.put(e)
-
-    threading.Thread(target=make, daemon=True).start()
-    while (batch := ready.get()) is not None:
-        if isinstance(batch, Exception):
-            raise batch
-        yield batch
 
 
 def duration(s):

@@ -102,7 +102,7 @@ RECIPES = {"authors100": {},
 seed = 0                  # the default init, the mimetic noise, the data order and augmentation
 device = ""               # "" = cuda if available, else mps if available, else cpu
 precision = "auto"        # auto (bf16 autocast on CUDA, else fp32: most CPUs emulate bf16) | bf16 | fp32
-compile = "auto"          # torch.compile: auto (on CUDA only; a CPU gains nothing) | true | false
+compile = "auto"          # torch.compile: auto (on CUDA only: a CPU gains nothing) | true | false | nographs
 eval_batch_size = 1024    # test images per forward pass
 log_interval = 50         # steps between log lines
 out_dir = ""              # "" = out/vit-<dataset>-<init>-seed<seed>; never another run's folder
@@ -642,9 +642,10 @@ def get_lr(step, total_steps, cfg):
 
 def compile_model(model, cfg, dev):
     """torch.compile'd as --compile says (auto: on CUDA only); on CUDA as CUDA graphs (mode
-    reduce-overhead): the model step in a few launches (our choice: TrainLoader's comment)."""
-    if cfg.compile == "true" or (cfg.compile == "auto" and dev.type == "cuda"):
-        return torch.compile(model, mode="reduce-overhead" if dev.type == "cuda" else "default")
+    reduce-overhead; nographs: not), the model step a few launches (our choice: see TrainLoader)."""
+    if cfg.compile in ("true", "nographs") or (cfg.compile == "auto" and dev.type == "cuda"):
+        graphs = dev.type == "cuda" and cfg.compile != "nographs"
+        return torch.compile(model, mode="reduce-overhead" if graphs else "default")
     return model
 
 
@@ -748,7 +749,7 @@ def main(argv=None):
 # tail: machinery the paper does not define (arguments, run folder, checkpoints, results, device, progress)
 CHOICES = {"init": INITS, "dataset": tuple(DATASETS), "pos_emb": ("sinusoidal", "learned", "sincos2d"), "vo_sign": (-1, 1),
            "schedule": ("onecycle", "cosine"), "recipe": tuple(RECIPES), "precision": ("auto", "bf16", "fp32"),
-           "compile": ("auto", "true", "false"), "erase_fill": ("zero", "noise")}
+           "compile": ("auto", "true", "false", "nographs"), "erase_fill": ("zero", "noise")}
 RANGES = {**dict.fromkeys(("width", "depth", "heads", "patch_size", "mlp_ratio", "ra_chunk", "epochs", "batch_size",
                            "eval_batch_size", "log_interval"), (1, math.inf)), "ra_m": (0, 30), "ra_p": (0, 1),
           **dict.fromkeys(("alpha1", "beta1", "alpha2", "beta2", "crop_scale", "reprob", "label_smoothing"), (0, 1))}

@@ -20,7 +20,7 @@ set -u
 export PYTHONUNBUFFERED=1
 SET=${SET:-screen}
 DATA=${DATA:-.carry}
-EXTRA=${EXTRA:-}  # more flags for every run (a CPU dry run: a tiny model on a subset)
+EXTRA=${EXTRA:-}  # more flags for every run (a CPU dry run: a tiny model on a subset; --compile=nographs)
 runs() {  # name|flags
     if [ "$SET" = pair ]; then
         echo "mimetic|--init=mimetic --epochs=${EPOCHS:-100}"

@@ -2179,12 +2179,16 @@ class StandIn(torch.overrides.TorchFunctionMode):
         return counts
 
 
-def test_vit_trains_on_a_stand_in_device(tmp_path, monkeypatch):
+@pytest.mark.parametrize("ahead", [False, True])
+def test_vit_trains_on_a_stand_in_device(ahead, tmp_path, monkeypatch):
     """The GPU path without a GPU: every tensor that train() puts on the device is on the stand-in, so a CPU
     tensor mixed into device work fails here as on CUDA (the first step did, at `torch.tensor(len(yb))`). A
     run stopped after epoch 1, resumed, evaluated and checkpointed; off a terminal, the only host read
-    between two log lines is the log line's own (one .tolist()), none per step."""
+    between two log lines is the log line's own (one .tolist()), none per step. ahead: the batches as CUDA's
+    (draws in worker processes, applied in TrainLoader's thread, where a host read would raise: the mode is
+    the training thread's)."""
     write_cifar(tmp_path)
+    monkeypatch.setattr(mv.TrainLoader, "__init__", functools.partialmethod(mv.TrainLoader.__init__, ahead=ahead))
     args = TINY + ["--epochs=2", "--device=meta", "--log_interval=2", "--ra_n=2", f"--data_dir={tmp_path}",
                    f"--out_dir={tmp_path / 'run'}"]
     with StandIn(monkeypatch, watch=[mv]) as meta:

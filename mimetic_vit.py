@@ -488,7 +488,7 @@ class TrainLoader:
     def __iter__(self):  # one epoch of (normalised float images, labels) on the device
         perm = torch.randperm(len(self.x), generator=self.gen)
         self.seeds[:] = torch.randint(2 ** 62, (self.steps,), generator=self.gen).tolist()
-        batches = self.batches(perm, iter(self.all_draws))  # the workers start here
+        batches = self.batches(perm, iter(self.all_draws))  # worker processes fork from this thread
         return in_a_thread(batches) if self.ahead else batches
 
     def batches(self, perm, all_draws):

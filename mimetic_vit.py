@@ -467,13 +467,15 @@ class TrainLoader:
         self.mean, self.std = norm_stats(mean_std, dev)
         self.steps = len(x) // cfg.batch_size  # the last partial batch is dropped (fixed shapes)
         self.draws = Draws(cfg, x.shape[1:])
-        # CUDA: two worker processes make the draws ahead and a thread applies them, off the
+        # CUDA: up to four worker processes (one a core) make the draws ahead (each 12k images/s
+        # on the H200's host: room for models faster than ViT-Tiny), a thread applies them, off the
         # thread that launches the model (our choice; results/gpu-h200-e3-sincos2d-default/
-        # bench-*.txt: whole step 54% of the model step, 94% with this and CUDA graphs)
+        # bench-*.txt: whole step 54% of the model step, 94% with this thread and CUDA graphs)
         self.ahead = dev.type == "cuda" if ahead is None else ahead
         self.seeds = []  # the sampler: this epoch's batch seeds (range(2 ** 62) gives each back)
         self.all_draws = DataLoader(range(2 ** 62), batch_size=None, sampler=self.seeds, collate_fn=self.draws,
-                                    num_workers=2 * self.ahead, persistent_workers=self.ahead,
+                                    num_workers=min(4, os.cpu_count() or 1) * self.ahead,
+                                    persistent_workers=self.ahead,
                                     generator=torch.Generator())  # not torch's RNG
         # where each geometric op takes each pixel from: the op, as torchvision samples it (nearest), on an image
         # whose pixels hold their own numbers 1..H*W; 0: from outside the image, filled with 0

@@ -13,8 +13,8 @@ draws applied on the CPU (bit for bit there: test_mimetic.py); then the whole st
 runs it (and with the batches made the other way); then what train() does between two epochs (a test pass over
 10,000 images, eager and, if compiled, compiled; a checkpoint write), beside an epoch at the whole step's rate; then
 attention alone at the model's shape under each scaled_dot_product_attention backend (torch's own choice first,
-named by the kernel it runs); last, on CUDA, the model step and the whole step without CUDA graphs (torch.compile's
-default mode, train()'s before them).
+named by the kernel it runs); last, if compiled, the model step and the whole step without CUDA graphs
+(torch.compile's default mode: train()'s on CUDA before them, on a CPU its own).
 The last line is
 
     benchmark: N img/s | X TFLOP/s (model matmuls) | <hardware> | <precision> | compile <bool> | width .. batch ..

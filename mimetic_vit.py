@@ -23,7 +23,7 @@ import sys
 import threading
 import time
 from collections import OrderedDict
-from contextlib import nullcontext
+from contextlib import nullcontext, suppress
 from dataclasses import asdict, dataclass
 from types import SimpleNamespace
 from urllib.parse import urlparse
@@ -491,20 +491,24 @@ class TrainLoader:
         perm = torch.randperm(len(self.x), generator=self.gen)
         self.seeds[:] = torch.randint(2 ** 62, (self.steps,), generator=self.gen).tolist()
         batches = self.batches(perm, iter(self.all_draws))  # worker processes fork from this thread
-        return in_a_thread(batches) if self.ahead else batches
+        for batch, made in in_a_thread(batches) if self.ahead else batches:
+            if made is not None:  # CUDA: training waits for this batch, kept until training is done with it
+                torch.cuda.current_stream(self.dev).wait_event(made)
+                for t in batch:
+                    t.record_stream(torch.cuda.current_stream(self.dev))
+            yield batch
 
-    def batches(self, perm, all_draws):
-        # CUDA: augment on a side stream: its copies from the host wait for it, not for training
+    def batches(self, perm, all_draws):  # (batch, on CUDA the event that marks it made, else None)
+        # CUDA: augment on a side stream, after the work queued so far (the sources): its copies
+        # from the host wait for it, not for training
         side = torch.cuda.Stream(self.dev) if self.dev.type == "cuda" else None
+        if side:
+            side.wait_stream(torch.cuda.current_stream(self.dev))
         for i, draws in enumerate(all_draws):
             with torch.cuda.stream(side) if side else nullcontext():
                 idx = perm[i * self.cfg.batch_size:(i + 1) * self.cfg.batch_size].to(self.dev)
                 batch = self.apply(self.x[idx], *draws), self.y[idx]
-            if side:  # training waits for the batch, which stays allocated until training is done with it
-                torch.cuda.current_stream(self.dev).wait_stream(side)
-                for t in batch:
-                    t.record_stream(torch.cuda.current_stream(self.dev))
-            yield batch
+            yield batch, side.record_event() if side else None
 
     def apply(self, x, flip, per_image, boxes, noise, cutout):
         """uint8 (B, 3, H, W) on the device -> normalised float: a call per crop size, other op, jitter order."""
@@ -545,22 +549,32 @@ def groups(keys, dev):
 
 def in_a_thread(batches, depth=2):
     """The batches, made up to `depth` ahead by a thread of their own (TrainLoader's on CUDA: its
-    kernel launches run beside the training thread's); an error there is raised here, as it was."""
-    ready = queue.Queue(maxsize=depth)
+    kernel launches run beside the training thread's); an error there is raised here, as it was.
+    Left early (an error in training), the thread stops before this generator closes."""
+    ready, stop = queue.Queue(maxsize=depth), threading.Event()
 
     def make():
         try:
             for batch in batches:
+                if stop.is_set():
+                    return
                 ready.put(batch)
             ready.put(None)  # the end
-        except Exception as e:  # handed over: the training thread raises it, never waits for ever
+        except BaseException as e:  # handed over: the training thread raises it, never waits
             ready.put(e)
 
-    threading.Thread(target=make, daemon=True).start()
-    while (batch := ready.get()) is not None:
-        if isinstance(batch, Exception):
-            raise batch
-        yield batch
+    thread = threading.Thread(target=make, daemon=True)
+    thread.start()
+    try:
+        while (batch := ready.get()) is not None:
+            if isinstance(batch, BaseException):
+                raise batch
+            yield batch
+    finally:  # the end, or left early: the thread is gone before the loader's next epoch
+        stop.set()
+        while thread.is_alive():
+            with suppress(queue.Empty):  # room for the put it may wait in
+                ready.get(timeout=0.01)
 
 
 def jitter_batch(x, params):

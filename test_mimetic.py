@@ -749,6 +749,25 @@ def test_train_loader_thread_hands_over_batches_in_order_then_ends_or_raises():
     assert caught == [("broken batch", "batches")]
 
 
+def test_train_loader_left_early_stops_its_thread_and_gives_the_next_epoch_whole():
+    """An epoch left after one batch (as an error in training leaves it) stops TrainLoader's thread before the
+    generator closes; the loader's next epoch is then the inline loader's, batch for batch (once it raced the thread
+    left behind for the draws' iterator: batches lost, or an "Invalid iterator state")."""
+    x = torch.randint(256, (320, 3, 32, 32), dtype=torch.uint8, generator=torch.Generator().manual_seed(9))
+    y = torch.randint(10, (320,), generator=torch.Generator().manual_seed(8))
+    cfg, epochs = mv.parse_config(["--batch_size=32"]), {}
+    for ahead in (False, True, True):
+        loader = mv.TrainLoader(x, y, cfg, mv.MEAN_STD["cifar10"], torch.device("cpu"), torch.Generator().manual_seed(0),
+                                ahead=ahead)
+        first = iter(loader)
+        next(first)
+        first.close()  # what leaving a for loop by an exception does to the generator
+        assert not [t for t in threading.enumerate() if t.name.endswith("(make)")]  # in_a_thread's, by its target
+        epochs.setdefault(ahead, []).append(list(loader))
+    for got in epochs[True]:
+        assert len(got) == 10 and all(torch.equal(a, b) for (a, _), (b, _) in zip(got, epochs[False][0]))
+
+
 def test_compile_model_makes_cuda_graphs_on_cuda_only(monkeypatch):
     """--compile=auto compiles on CUDA only, there as CUDA graphs (mode reduce-overhead: the model step a few launches);
     --compile=true on a CPU in the default mode (CUDA graphs need CUDA); nographs without them; false never. A
@@ -2575,10 +2594,11 @@ def test_progress_terminal_line_in_place_only_on_a_terminal(program, monkeypatch
 # wording-only pass is already in. Since then +17 lines: the geometric RandAugment ops applied at once (the device's
 # calls a batch 1,496 -> 700, its waits on host copies 52 -> 14: results/cpu-loader-geometric-at-once/); then -11
 # lines in prose (the docstring, init_weights' table), +5 for one-line errors (--device, the init's alphas and
-# betas) and timm's weight-decay rule cited. Then +39 lines: TrainLoader's thread and CUDA graphs (and
+# betas) and timm's weight-decay rule cited. Then +53 lines: TrainLoader's thread and CUDA graphs (and
 # --compile=nographs, four draw workers), the device issue's next step (its H200 bench: whole step 54% of the model
-# step, 94% with both). How each change moved it: git log -p -- test_mimetic.py.
-BUDGETS = {"mimetic_vit.py": {"lines": 954, "characters": 58_000, "lines over 100 columns": 175},
+# step, 94% with both), the thread stopped when its epoch is left early, batches handed over by CUDA events. How each
+# change moved it: git log -p -- test_mimetic.py.
+BUDGETS = {"mimetic_vit.py": {"lines": 968, "characters": 58_700, "lines over 100 columns": 175},
            "mimetic_lm.py": {"lines": 860, "characters": 52_000, "lines over 100 columns": 211},
            "results/scripts/": {"lines": 1_500},
            "results/scripts/results_readme.py": {"lines": 550}}

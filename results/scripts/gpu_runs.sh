@@ -14,8 +14,8 @@
 # epoch ends, SDPA, steps without CUDA graphs; BENCH=timm benches --recipe=timm; TESTS=1: the GPU tests first)
 # | start (the data, the runs, their first lines) | look (their last lines) | collect (their logs until they end or
 # SLEEP runs out, then each last checkpoint tested, into ...-<name>-evaluate.txt; logs and results into OUT).
-# Times seen: one arm alone 100 epochs in 7.9 min on an H100 before TrainLoader (e1), 10.4 min on an H200 with it (e2,
-# timm's crops a kernel call each then); the pair 7.3 s an epoch each on an H200 before it; the start 40 s, the data 20 s.
+# Times seen: one arm alone 100 epochs in 7.9 min on an H100 before TrainLoader (e1), 10.4 (e2) and 8.9 min (e3) on an
+# H200 with it, before its thread and CUDA graphs; the pair, on an H200 before it, 7.3 s an epoch; start 40 s, data 20 s.
 set -u
 export PYTHONUNBUFFERED=1
 SET=${SET:-screen}

@@ -486,6 +486,11 @@ class TrainLoader:
                 for magnitude in (m, -m) if signed else (m,):
                     moved = ra._apply_image_or_video_transform(numbers, op, magnitude, ra.interpolation, ra._fill)
                     self.sources[op, magnitude] = moved.view(1, H * W).long()
+        # CUDA: augment on a side stream, made once, after the work queued so far (the sources): its
+        # copies from the host wait for it, not for training
+        self.side = torch.cuda.Stream(dev) if dev.type == "cuda" else None
+        if self.side:
+            self.side.wait_stream(torch.cuda.current_stream(dev))
 
     def __iter__(self):  # one epoch of (normalised float images, labels) on the device
         perm = torch.randperm(len(self.x), generator=self.gen)
@@ -499,16 +504,11 @@ class TrainLoader:
             yield batch
 
     def batches(self, perm, all_draws):  # (batch, on CUDA the event that marks it made, else None)
-        # CUDA: augment on a side stream, after the work queued so far (the sources): its copies
-        # from the host wait for it, not for training
-        side = torch.cuda.Stream(self.dev) if self.dev.type == "cuda" else None
-        if side:
-            side.wait_stream(torch.cuda.current_stream(self.dev))
         for i, draws in enumerate(all_draws):
-            with torch.cuda.stream(side) if side else nullcontext():
+            with torch.cuda.stream(self.side) if self.side else nullcontext():
                 idx = perm[i * self.cfg.batch_size:(i + 1) * self.cfg.batch_size].to(self.dev)
                 batch = self.apply(self.x[idx], *draws), self.y[idx]
-            yield batch, side.record_event() if side else None
+            yield batch, self.side.record_event() if self.side else None
 
     def apply(self, x, flip, per_image, boxes, noise, cutout):
         """uint8 (B, 3, H, W) on the device -> normalised float: a call per crop size, other op, jitter order."""
@@ -550,7 +550,8 @@ def groups(keys, dev):
 def in_a_thread(batches, depth=2):
     """The batches, made up to `depth` ahead by a thread of their own (TrainLoader's on CUDA: its
     kernel launches run beside the training thread's); an error there is raised here, as it was.
-    Left early (an error in training), the thread stops before this generator closes."""
+    Left early (an error in training), the thread stops before this generator closes (unless a
+    garbage collection in that thread closed it)."""
     ready, stop = queue.Queue(maxsize=depth), threading.Event()
 
     def make():
@@ -572,7 +573,7 @@ def in_a_thread(batches, depth=2):
             yield batch
     finally:  # the end, or left early: the thread is gone before the loader's next epoch
         stop.set()
-        while thread.is_alive():
+        while thread.is_alive() and thread is not threading.current_thread():
             with suppress(queue.Empty):  # room for the put it may wait in
                 ready.get(timeout=0.01)
 

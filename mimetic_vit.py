@@ -206,11 +206,11 @@ class ViT(nn.Module):
                 nn.init.zeros_(m.bias)
         nn.init.normal_(self.cls_token, std=1e-6)
         if c.pos_emb == "sinusoidal":
-            P = sinusoidal_embeddings(c.num_tokens, c.width)[None]
+            P = sinusoidal_embeddings(c.num_tokens, c.width)
         elif c.pos_emb == "sincos2d":
-            P = sincos2d_embeddings(c.image_size // c.patch_size, c.width)[None]
+            P = sincos2d_embeddings(c.image_size // c.patch_size, c.width)
         else:
-            P = nn.init.trunc_normal_(torch.empty(1, c.num_tokens, c.width), std=0.02)
+            P = nn.init.trunc_normal_(torch.empty(c.num_tokens, c.width), std=0.02)
         self.pos_embed.copy_(c.pos_scale * P)
 
     def embed(self, x):

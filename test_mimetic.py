@@ -723,6 +723,11 @@ def test_train_loader_gives_torchvisions_batches_bit_for_bit(recipe):
         assert torch.equal(torch.get_rng_state(), torch.manual_seed(5).get_state())
 
 
+def threads_of_in_a_thread():
+    """in_a_thread's threads still alive, known by their target's name (threading names a thread after it)."""
+    return [t for t in threading.enumerate() if t.name.endswith("(make)")]
+
+
 def test_train_loader_thread_hands_over_batches_in_order_then_ends_or_raises():
     """in_a_thread (TrainLoader's on CUDA): the batches in order, then the end; an error in the thread, even one that
     is not an Exception (SystemExit), reaches the training thread with its traceback (not a wait for ever)."""
@@ -792,7 +797,7 @@ def test_in_a_thread_closed_by_a_garbage_collection_in_its_own_thread_ends():
     next(cycle.ahead)
     del cycle
     go.set()
-    for thread in [t for t in threading.enumerate() if t.name.endswith("(make)")]:
+    for thread in threads_of_in_a_thread():
         thread.join(timeout=5)
         assert not thread.is_alive()
 
@@ -810,7 +815,7 @@ def test_train_loader_left_early_stops_its_thread_and_gives_the_next_epoch_whole
         first = iter(loader)
         next(first)
         first.close()  # what leaving a for loop by an exception does to the generator
-        assert not [t for t in threading.enumerate() if t.name.endswith("(make)")]  # in_a_thread's, by its target
+        assert not threads_of_in_a_thread()
         epochs.setdefault(ahead, []).append(list(loader))
     for got in epochs[True]:
         assert len(got) == 10 and all(torch.equal(a, b) for (a, _), (b, _) in zip(got, epochs[False][0]))

@@ -16,14 +16,12 @@ import math
 import os
 import pickle
 import platform
-import queue
 import shlex
 import socket
 import sys
-import threading
 import time
 from collections import OrderedDict
-from contextlib import nullcontext, suppress
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass
 from types import SimpleNamespace
 from urllib.parse import urlparse
@@ -34,7 +32,6 @@ import torch.nn.functional as F
 import torchvision
 import torchvision.transforms.v2 as T
 from einops import rearrange
-from torch.utils.data import DataLoader
 
 # -----------------------------------------------------------------------------
 # config: plain globals, each overridable as --key=value (parsed in main(), never at import)
@@ -355,7 +352,6 @@ DATASETS = {  # name: (folder in the official python layout, file names, label k
     "cifar100": ("cifar-100-python", ["train", "test"], "fine_labels", 100)}
 MEAN_STD = {"cifar10": ((0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)),
             "cifar100": ((0.5071, 0.4865, 0.4409), (0.2673, 0.2564, 0.2762))}
-GEOMETRIC = ("ShearX", "ShearY", "TranslateX", "TranslateY", "Rotate")  # the RandAugment ops that move pixels
 
 
 def load_dataset(name, root):
@@ -401,198 +397,190 @@ def norm_stats(mean_std, dev):
     return tuple(torch.tensor(v, device=dev).view(1, 3, 1, 1) for v in mean_std)
 
 
-class Draws:
-    """A batch's draws on the CPU, from torch's RNG seeded with the batch's seed: what train.py's
-    transforms (lines 69-77) draw per image, in order. No device tensor: on CUDA workers make them."""
+def randaugment_ops(m, size):
+    """[(op, magnitude at bin m of 31, signed)]: T.RandAugment's 14 ops in its order, as its table gives them
+    (torchvision/transforms/v2/_auto_augment.py lines 384-407 of v0.29; a test compares the two)."""
+    def at(low, high):
+        return float(torch.linspace(low, high, 31)[m])
 
-    def __init__(self, cfg, shape):  # shape: one image's (C, H, W)
-        self.cfg = cfg
-        self.one = torch.empty(shape, dtype=torch.uint8)  # make_params reads its size
-        self.crop = T.RandomResizedCrop(shape[-2:], scale=(cfg.crop_scale, 1.0), ratio=(1.0, 1.0))
-        self.ra = T.RandAugment(num_ops=1, magnitude=cfg.ra_m)
-        self.ops = []  # (op, magnitude, signed), torchvision's table (private: a test guards it)
-        for op, (magnitudes, signed) in self.ra._AUGMENTATION_SPACE.items():
-            m = magnitudes(self.ra.num_magnitude_bins, *shape[-2:])
-            self.ops.append((op, 0.0, False) if m is None else (op, float(m[cfg.ra_m]), signed))
-        self.jitter = T.ColorJitter(cfg.jitter, cfg.jitter, cfg.jitter)
-        self.erase = T.RandomErasing(p=1.0, value="random" if cfg.erase_fill == "noise" else 0)
+    shift, color = at(0.0, 150.0 / 331.0 * size), at(0.0, 0.9)
+    bits = float((8 - (torch.arange(31) / ((31 - 1) / 4))).round().int()[m])
+    return [("Identity", 0.0, False), ("ShearX", at(0.0, 0.3), True), ("ShearY", at(0.0, 0.3), True),
+            ("TranslateX", shift, True), ("TranslateY", shift, True), ("Rotate", at(0.0, 30.0), True),
+            ("Brightness", color, True), ("Color", color, True), ("Contrast", color, True), ("Sharpness", color, True),
+            ("Posterize", bits, False), ("Solarize", at(1.0, 0.0), False), ("AutoContrast", 0.0, False),
+            ("Equalize", 0.0, False)]
 
-    def __call__(self, seed):  # a batch's draws from its own seed: the same wherever they are made
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            return self.draw(self.cfg.batch_size)
 
-    def draw(self, B):
-        """From torch's RNG, in train.py's order: flips (B,); a dict per image (one per ra_chunk images) of crop,
-        RandAugment ops and jitter; RandomErasing's boxes as a mask (B, 1, H, W) and their noise (B, 3, H, W; None:
-        zeros); Cutout's squares as a mask (B, 1, H, W); None where off. TrainLoader.apply writes each."""
-        cfg, (H, W) = self.cfg, self.one.shape[-2:]
-        flip = torch.rand(B) < 0.5 if cfg.hflip else torch.zeros(B, dtype=torch.bool)
-        per_image, cutout = [], None
-        boxes = torch.zeros(B, 1, H, W, dtype=torch.bool) if cfg.reprob > 0 else None
-        noise = torch.zeros(B, 3, H, W) if cfg.reprob > 0 and cfg.erase_fill == "noise" else None
-        for i in range(0, B, cfg.ra_chunk):
-            per_image += [{"crop": self.crop.make_params([self.one]) if cfg.crop_scale < 1 else None,
-                           "ops": [self.draw_op() for _ in range(cfg.ra_n)],
-                           "jitter": self.jitter_params() if cfg.jitter > 0 else None}] * cfg.ra_chunk
-            e = self.erase.make_params([self.one]) if cfg.reprob > 0 and torch.rand(1) < cfg.reprob else None
-            if e is not None and e["v"] is not None:  # RandomErasing's coin, its box; v None: none fitted
-                rows, cols = slice(e["i"], e["i"] + e["h"]), slice(e["j"], e["j"] + e["w"])
-                boxes[i:i + cfg.ra_chunk, :, rows, cols] = True
-                if noise is not None:
-                    noise[i:i + cfg.ra_chunk, :, rows, cols] = e["v"]
-        if cfg.cutout > 0:  # a square centred anywhere, clipped at the border
-            top, left = torch.randint(H, (B, 1)) - cfg.cutout // 2, torch.randint(W, (B, 1)) - cfg.cutout // 2
-            rows, cols = torch.arange(H) - top, torch.arange(W) - left  # (B, H), (B, W)
-            cutout = ((rows >= 0) & (rows < cfg.cutout))[:, None, :, None] & ((cols >= 0) & (cols < cfg.cutout))[:, None, None]
-        return flip, per_image[:B], boxes, noise, cutout
+def moved(image, op, m):
+    """A geometric op on image, as T.RandAugment calls it (_auto_augment.py lines 102-153): nearest, filled with 0."""
+    if op == "Rotate":
+        return T.functional.rotate(image, angle=m)
+    degrees = math.degrees(math.atan(m))
+    translate, shear, center = {"ShearX": ([0, 0], [degrees, 0.0], [0, 0]), "ShearY": ([0, 0], [0.0, degrees], [0, 0]),
+                                "TranslateX": ([int(m), 0], [0.0, 0.0], None),
+                                "TranslateY": ([0, int(m)], [0.0, 0.0], None)}[op]
+    return T.functional.affine(image, angle=0.0, translate=translate, scale=1.0, shear=shear, center=center)
 
-    def draw_op(self):  # as T.RandAugment draws it, after T.RandomApply's coin
-        if self.cfg.ra_p < 1 and torch.rand(1) >= self.cfg.ra_p:
-            return None
-        op, magnitude, signed = self.ops[int(torch.randint(len(self.ops), ()))]
-        return op, -magnitude if signed and torch.rand(()) <= 0.5 else magnitude
 
-    def jitter_params(self):  # T.ColorJitter's draws, its order of the blends as a list (no tensor: cheap to send)
-        params = self.jitter.make_params([self.one])
-        return {**params, "fn_idx": params["fn_idx"].tolist()}
+def augmentation_tables(cfg, size, mean_std, dev):
+    """What augment() looks up, made once on the CPU (so every device sees the same), then moved to dev. Per
+    RandAugment draw (op, sign: 28 rows, row 0 the identity): where each pixel comes from (its number 1..size^2 after
+    the geometric op, on an image of the numbers; 0: outside, filled with 0), and the setting of each batched op
+    (its neutral one where the draw is another op). Per crop side, the resize's weights; the blur; mean and std."""
+    numbers = torch.arange(1, size * size + 1, dtype=torch.float32).view(1, 1, size, size)
+    sources, settings = [], []
+    for op, m, signed in randaugment_ops(cfg.ra_m, size):
+        for magnitude in (m, -m if signed else m):
+            geometric = op in ("ShearX", "ShearY", "TranslateX", "TranslateY", "Rotate")
+            sources.append(moved(numbers, op, magnitude) if geometric else numbers)
+            fn = {"Brightness": 0, "Contrast": 1, "Color": 2}.get(op)  # fn of blend(), as ColorJitter numbers them
+            r = 1.0 + magnitude if fn is not None else 1.0  # the factor, 1 + magnitude, as torchvision's (lines 154-161)
+            bits = int(magnitude) if op == "Posterize" else 8
+            settings.append([fn or 0, r, 1.0 - r, 1.0 - (1.0 + magnitude) if op == "Sharpness" else 0.0,
+                             ((1 << bits) - 1) << (8 - bits), 255.0 * magnitude if op == "Solarize" else 256.0,
+                             op == "AutoContrast", op == "Equalize"])
+    # crop side s -> the bilinear, antialiased resize to size as a (size, s) matrix, read off F.interpolate (the
+    # call torchvision's resize makes) on the identity; at columns size..size+s, so that gather() can shift it
+    eye = [torch.eye(s)[:, None, None] for s in range(1, size + 1)]
+    weights = torch.zeros(size + 1, size, 2 * size)
+    for s, e in enumerate(eye, start=1):
+        weights[s, :, size:size + s] = F.interpolate(e, size=(1, size), mode="bilinear", antialias=True)[:, 0, 0].T
+    blur = torch.tensor([[1.0, 1.0, 1.0], [1.0, 5.0, 1.0], [1.0, 1.0, 1.0]], dtype=torch.float64).div(13).float()
+    mean, std = norm_stats(mean_std, dev)
+    return {"sources": torch.cat(sources).view(-1, size * size).long().to(dev),
+            "settings": torch.tensor(settings, dtype=torch.float32).to(dev), "crop": weights.to(dev),
+            "blur": blur.expand(3, 1, 3, 3).to(dev), "mean": mean, "std": std}
+
+
+def draw_augmentation(cfg, B, size, seed):
+    """A batch's draws, a row an image (B, 20 + ra_n [+ 3 size^2]) float32, from a CPU generator seeded with the batch's
+    seed (every device sees the same): what train.py's transforms (lines 69-77) draw per image, for all B at once,
+    as augment() reads them: flip, Cutout's centre, crop (side, top, left), a RandAugment draw a layer (a row of the
+    tables: 2 op + sign; 0 where RandomApply's coin, ra_p, says no), ColorJitter's three factors and order, the
+    erased box (top, left, height, width; 0 by 0: none), its noise. One draw for each ra_chunk images."""
+    g, n, area = torch.Generator().manual_seed(seed), -(-B // cfg.ra_chunk), size * size
+
+    def uniform(low, high, k):  # as T's torch.empty(1).uniform_(low, high), k of them a draw
+        return torch.empty(n, k).uniform_(low, high, generator=g)
+
+    flip = (torch.rand(B, 1, generator=g) < 0.5) & cfg.hflip
+    centre = torch.randint(size, (B, 2), generator=g)
+    side = (area * uniform(cfg.crop_scale, 1.0, 1).double()).sqrt().round()  # RandomResizedCrop, ratio 1
+    corner = ((size + 1 - side) * torch.rand(n, 2, generator=g)).floor()
+    op = torch.randint(14, (n, cfg.ra_n), generator=g)
+    sign = torch.rand(n, cfg.ra_n, generator=g) <= 0.5
+    draw = torch.where(torch.rand(n, cfg.ra_n, generator=g) < cfg.ra_p, 2 * op + sign, 0)
+    factors = uniform(max(0.0, 1.0 - cfg.jitter), 1.0 + cfg.jitter, 3)  # brightness, contrast, saturation
+    order = torch.rand(n, 3, generator=g).argsort(dim=1)  # fn_idx without hue (off)
+    # RandomErasing's scale (0.02, 0.33) and ratio (0.3, 3.3): its ten tries at once, the first that fits
+    target, aspect = area * uniform(0.02, 0.33, 10).double(), uniform(math.log(0.3), math.log(3.3), 10).exp().double()
+    h, w = (target * aspect).sqrt().round(), (target / aspect).sqrt().round()
+    fits = (h < size) & (w < size)
+    first = fits.int().argmax(dim=1, keepdim=True)
+    sides = torch.cat([h.gather(1, first), w.gather(1, first)], dim=1)
+    erased = (torch.rand(n, 1, generator=g) < cfg.reprob) & fits.any(dim=1, keepdim=True)
+    box = torch.cat([((size + 1 - sides) * torch.rand(n, 2, generator=g)).floor(), sides * erased], dim=1)
+    noise = torch.randn(n, 3 * area if cfg.reprob > 0 and cfg.erase_fill == "noise" else 0, generator=g)
+    chunks = torch.cat([side, corner, draw, factors, order, box, noise], dim=1).repeat_interleave(cfg.ra_chunk, dim=0)
+    return torch.cat([flip, centre, chunks[:B]], dim=1).float()
+
+
+def augment(x, draws, tables, cfg):
+    """uint8 images (B, 3, H, W) on the device and their draws there -> normalised float: train.py's transforms in its
+    order (flip first, Cutout last), each for the whole batch in a fixed number of torch calls, whatever was drawn."""
+    B, _, H, W = x.shape
+    sizes = [1, 2, 3, cfg.ra_n, 3, 3, 4]  # draw_augmentation's columns, then the noise's
+    flip, centre, crop, ops, factors, order, box, noise = draws.split(sizes + [draws.shape[1] - sum(sizes)], dim=1)
+    x = torch.where(flip.view(B, 1, 1, 1) > 0, x.flip(-1), x)
+    if cfg.crop_scale < 1:
+        x = crop_resize(x, crop.long(), tables["crop"])
+    for layer in range(cfg.ra_n):
+        x = randaugment_layer(x, ops[:, layer].long(), tables)
+    for k in range(3 if cfg.jitter > 0 else 0):  # ColorJitter: the k-th of its blends, in each image's order
+        fn = order[:, k:k + 1].long()
+        r = factors.gather(1, fn)
+        x = blend(x, fn.view(B, 1, 1, 1), r.view(B, 1, 1, 1), (1 - r.double()).float().view(B, 1, 1, 1))
+    x = (x.float() / 255.0 - tables["mean"]) / tables["std"]
+    if cfg.reprob > 0:
+        fill = 0.0 if cfg.erase_fill == "zero" else noise.view(B, 3, H, W)
+        x = torch.where(box_mask(*box.split(1, dim=1), H), fill, x)
+    if cfg.cutout > 0:  # a square centred anywhere, clipped at the border, 0: the mean
+        corner = centre - cfg.cutout // 2
+        x = x.masked_fill(box_mask(corner[:, :1], corner[:, 1:], cfg.cutout, cfg.cutout, H), 0.0)
+    return x
+
+
+def box_mask(top, left, height, width, size):
+    """(B, 1, size, size) masks of boxes, each of its arguments (B, 1) or a number; a box of height 0 is none."""
+    at = torch.arange(size, device=top.device)
+    rows, cols = (at >= top) & (at < top + height), (at >= left) & (at < left + width)  # (B, size) each
+    return (rows[:, :, None] & cols[:, None, :])[:, None]
+
+
+def crop_resize(x, crop, weights):
+    """RandomResizedCrop: each image's square of side crop[:, 0] at (crop[:, 1], crop[:, 2]) resized to the image's
+    size as torchvision resizes a float image (bilinear, antialias; then rounded to uint8), as two batched matmuls."""
+    side, top, left = crop.unbind(1)
+    size, at = x.shape[-1], torch.arange(x.shape[-1], device=x.device)
+    rows = weights[side].gather(2, (size + at - top[:, None])[:, None].expand(-1, size, -1))  # (B, out, in)
+    cols = weights[side].gather(2, (size + at - left[:, None])[:, None].expand(-1, size, -1))
+    return (rows[:, None] @ x.float() @ cols[:, None].transpose(2, 3)).round_().to(torch.uint8)
+
+
+def randaugment_layer(x, draw, tables):
+    """One RandAugment op an image (T.RandAugment(num_ops=1) at the recipe's magnitude): draw, each image's row of
+    the tables. The geometric ops as one gather; every other op on the whole batch, neutral where not drawn."""
+    src = tables["sources"][draw]  # (B, H * W): where each pixel comes from, 1-based; 0: outside, filled with 0
+    taken = x.flatten(2).gather(2, (src - 1).clamp(min=0)[:, None].expand(-1, x.shape[1], -1))
+    x = torch.where(src[:, None] > 0, taken, 0).view_as(x)
+    fn, r, rest, alpha, bits, threshold, auto, equal = tables["settings"][draw].view(len(x), -1, 1, 1, 1).unbind(1)
+    x = blend(x, fn.long(), r, rest)                                              # Brightness, Contrast, Color
+    x = sharpen(x, alpha, tables["blur"])                                         # Sharpness
+    x = x & bits.to(torch.uint8)                                                  # Posterize
+    x = torch.where(x >= threshold, 255 - x, x)                                   # Solarize
+    x = torch.where(auto > 0, T.functional.autocontrast(x), x)                    # AutoContrast
+    return torch.where(equal > 0, T.functional.equalize(x), x)                    # Equalize
+
+
+def blend(x, fn, r, rest):
+    """torchvision's _blend per image, uint8 (B, 3, H, W): x r + other rest, rest = 1 - r in float64 as _blend has
+    it, rounded down; other: black (fn 0: brightness), the mean of x's grey (1: contrast) or its grey (2:
+    saturation). r = 1, rest = 0: x as it was."""
+    grey = x[:, 0].mul(0.2989).add_(x[:, 1], alpha=0.587).add_(x[:, 2], alpha=0.114)[:, None].floor_()  # ITU-R 601-2
+    other = torch.where(fn == 1, grey.mean(dim=(1, 2, 3), keepdim=True), grey) * (fn != 0)
+    return torch.addcmul(x.mul(r), other, rest).clamp_(0, 255).to(torch.uint8)
+
+
+def sharpen(x, alpha, blur):
+    """adjust_sharpness per image: each inner pixel plus alpha (1 - factor) times (its rounded blur - itself), exact
+    in float64, then rounded once to float32, as torchvision's add_(alpha=) rounds its fused multiply-add."""
+    y = x.float()
+    inner = y[..., 1:-1, 1:-1]
+    away = F.conv2d(y, blur, groups=3).round_() - inner
+    inner.copy_(inner.double().add_(away.double() * alpha.double()))
+    return y.clamp_(0, 255).to(torch.uint8)
 
 
 class TrainLoader:
-    """Training batches, as airbench's CifarLoader: uint8 images on the device; gen draws each epoch's order and batch
-    seeds, Draws a batch's draws, apply() applies them batched: on a CPU train.py's bits (a test), on CUDA near them."""
+    """Training batches, as airbench's CifarLoader: the uint8 images on the device; gen draws each epoch's order and
+    its batches' seeds, draw_augmentation a batch's draws on the CPU (one copy a batch to the device: on CUDA from
+    pinned memory, not waited for), augment() applies them there."""
 
-    def __init__(self, x, y, cfg, mean_std, dev, gen, ahead=None):
+    def __init__(self, x, y, cfg, mean_std, dev, gen):
         self.x, self.y, self.cfg, self.dev, self.gen = x.to(dev), y.to(dev), cfg, dev, gen
-        self.mean, self.std = norm_stats(mean_std, dev)
         self.steps = len(x) // cfg.batch_size  # the last partial batch is dropped (fixed shapes)
-        self.draws = Draws(cfg, x.shape[1:])
-        # CUDA: up to four worker processes (one a core) make the draws ahead (each 12k images/s
-        # on the H200's host: room for models faster than ViT-Tiny), a thread applies them, off the
-        # thread that launches the model (our choice; results/gpu-h200-e3-sincos2d-default/
-        # bench-*.txt: whole step 54% of the model step, 94% with this thread and CUDA graphs)
-        self.ahead = dev.type == "cuda" if ahead is None else ahead
-        self.seeds = []  # the sampler: this epoch's batch seeds (range(2 ** 62) gives each back)
-        self.all_draws = DataLoader(range(2 ** 62), batch_size=None, sampler=self.seeds, collate_fn=self.draws,
-                                    num_workers=min(4, os.cpu_count() or 1) * self.ahead,
-                                    persistent_workers=self.ahead,
-                                    generator=torch.Generator())  # not torch's RNG
-        # where each geometric op takes each pixel from: the op, as torchvision samples it (nearest), on an image
-        # whose pixels hold their own numbers 1..H*W; 0: from outside the image, filled with 0
-        ra, (H, W), self.sources = self.draws.ra, x.shape[-2:], {}
-        numbers = torch.arange(1, H * W + 1, dtype=torch.float32, device=dev).view(1, 1, H, W)
-        for op, m, signed in self.draws.ops:
-            if op in GEOMETRIC:
-                for magnitude in (m, -m) if signed else (m,):
-                    moved = ra._apply_image_or_video_transform(numbers, op, magnitude, ra.interpolation, ra._fill)
-                    self.sources[op, magnitude] = moved.view(1, H * W).long()
-        # CUDA: augment on a side stream, made once, after the work queued so far (the sources): its
-        # copies from the host wait for it, not for training
-        self.side = torch.cuda.Stream(dev) if dev.type == "cuda" else None
-        if self.side:
-            self.side.wait_stream(torch.cuda.current_stream(dev))
+        self.tables = augmentation_tables(cfg, x.shape[-1], mean_std, dev)
 
     def __iter__(self):  # one epoch of (normalised float images, labels) on the device
-        perm = torch.randperm(len(self.x), generator=self.gen)
-        self.seeds[:] = torch.randint(2 ** 62, (self.steps,), generator=self.gen).tolist()
-        batches = self.batches(perm, iter(self.all_draws))  # worker processes fork from this thread
-        for batch, made in in_a_thread(batches) if self.ahead else batches:
-            if made is not None:  # CUDA: training waits for this batch, kept until training is done with it
-                torch.cuda.current_stream(self.dev).wait_event(made)
-                for t in batch:
-                    t.record_stream(torch.cuda.current_stream(self.dev))
-            yield batch
-
-    def batches(self, perm, all_draws):  # (batch, on CUDA the event that marks it made, else None)
-        for i, draws in enumerate(all_draws):
-            with torch.cuda.stream(self.side) if self.side else nullcontext():
-                idx = perm[i * self.cfg.batch_size:(i + 1) * self.cfg.batch_size].to(self.dev)
-                batch = self.apply(self.x[idx], *draws), self.y[idx]
-            yield batch, self.side.record_event() if self.side else None
-
-    def apply(self, x, flip, per_image, boxes, noise, cutout):
-        """uint8 (B, 3, H, W) on the device -> normalised float: a call per crop size, other op, jitter order."""
-        crop, ra = self.draws.crop, self.draws.ra
-        x = torch.where(flip.to(self.dev)[:, None, None, None], x.flip(-1), x)
-        if self.cfg.crop_scale < 1:
-            corner = torch.tensor([(d["crop"]["top"], d["crop"]["left"]) for d in per_image], device=self.dev)
-            for (h, w), n in groups(((d["crop"]["height"], d["crop"]["width"]) for d in per_image), self.dev):
-                cut = x.unfold(2, h, 1).unfold(3, w, 1)[n, :, corner[n, 0], corner[n, 1]]  # (len(n), C, h, w)
-                x[n] = T.functional.resize(cut, crop.size, crop.interpolation, antialias=crop.antialias)
-        for layer in range(self.cfg.ra_n):
-            ops = [d["ops"][layer] for d in per_image]
-            moved = [i for i, op in enumerate(ops) if op in self.sources]
-            if moved:  # the geometric ops at once: each image takes its pixels from where its op takes them
-                n = torch.tensor(moved, device=self.dev)
-                src = torch.cat([self.sources[ops[i]] for i in moved])  # (len(moved), H * W): numbers, 0 outside
-                taken = x[n].flatten(2).gather(2, (src - 1).clamp(min=0)[:, None].expand(-1, x.shape[1], -1))
-                x[n] = torch.where(src[:, None] > 0, taken, 0).view(len(moved), *x.shape[1:])
-            for op, n in groups((None if op in self.sources else op for op in ops), self.dev):
-                if op is not None:  # torchvision's own call (private: a test guards it)
-                    x[n] = ra._apply_image_or_video_transform(x[n], *op, ra.interpolation, ra._fill)
-        if self.cfg.jitter > 0:
-            x = jitter_batch(x, [d["jitter"] for d in per_image])
-        x = (x.float() / 255.0 - self.mean) / self.std
-        if boxes is not None:
-            x = torch.where(boxes.to(self.dev), 0.0 if noise is None else noise.to(self.dev), x)
-        return x if cutout is None else x.masked_fill(cutout.to(self.dev), 0.0)  # 0: the mean
-
-
-def groups(keys, dev):
-    """[(key, its positions on dev)]: a kernel call per distinct draw, one copy to dev for all."""
-    found = {}
-    for n, key in enumerate(keys):
-        found.setdefault(key, []).append(n)
-    positions = torch.tensor([n for ns in found.values() for n in ns], device=dev)
-    return list(zip(found, positions.split([len(ns) for ns in found.values()])))
-
-
-def in_a_thread(batches, depth=2):
-    """The batches, made up to `depth` ahead by a thread of their own (TrainLoader's on CUDA: its
-    kernel launches run beside the training thread's); an error there is raised here, as it was.
-    Left early (an error in training), the thread stops before this generator closes (unless a
-    garbage collection in that thread closed it)."""
-    ready, stop = queue.Queue(maxsize=depth), threading.Event()
-
-    def make():
-        try:
-            for batch in batches:
-                if stop.is_set():
-                    return
-                ready.put(batch)
-            ready.put(None)  # the end
-        except BaseException as e:  # handed over: the training thread raises it, never waits
-            ready.put(e)
-
-    thread = threading.Thread(target=make, daemon=True)
-    thread.start()
-    try:
-        while (batch := ready.get()) is not None:
-            if isinstance(batch, BaseException):
-                raise batch
-            yield batch
-    finally:  # the end, or left early: the thread is gone before the loader's next epoch
-        stop.set()
-        while thread.is_alive() and thread is not threading.current_thread():
-            with suppress(queue.Empty):  # room for the put it may wait in
-                ready.get(timeout=0.01)
-
-
-def jitter_batch(x, params):
-    """T.ColorJitter's transform, factors per image, uint8: brightness, contrast and saturation blend each image with
-    black, its grey's mean or its grey (torchvision's _blend: x r + other (1 - r), rounded once)."""
-    keys = ("brightness_factor", "contrast_factor", "saturation_factor")  # fn 0, 1, 2 (3: hue, off)
-    r = torch.tensor([[p[key] for key in keys] for p in params], dtype=torch.float64).view(-1, 3, 1, 1, 1)
-    r, rest = r.float().to(x.device), (1 - r).float().to(x.device)  # 1 - r in float64, as _blend
-    for order, n in groups((tuple(fn for fn in p["fn_idx"] if fn < 3) for p in params), x.device):
-        y = x[n]
-        for fn in order:
-            other = y[:, 0].mul(0.2989).add_(y[:, 1], alpha=0.587).add_(y[:, 2], alpha=0.114)[:, None].floor_() \
-                if fn else torch.zeros((), device=x.device)  # black, or the grey (ITU-R 601-2)
-            other = other.mean(dim=(1, 2, 3), keepdim=True) if fn == 1 else other  # contrast: its mean
-            y = torch.addcmul(y.mul(r[n, fn]), other, rest[n, fn]).clamp_(0, 255).to(torch.uint8)
-        x[n] = y
-    return x
+        B = self.cfg.batch_size
+        perm = torch.randperm(len(self.x), generator=self.gen).to(self.dev)  # one copy an epoch
+        seeds = torch.randint(2 ** 62, (self.steps,), generator=self.gen).tolist()
+        for i, seed in enumerate(seeds):
+            draws = draw_augmentation(self.cfg, B, self.x.shape[-1], seed)
+            draws = draws.pin_memory() if self.dev.type == "cuda" else draws
+            idx = perm[i * B:(i + 1) * B]
+            yield augment(self.x[idx], draws.to(self.dev, non_blocking=True), self.tables, self.cfg), self.y[idx]
 
 
 def resize(x, size):

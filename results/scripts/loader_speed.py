@@ -1,9 +1,10 @@
-"""The laptop recipe's whole training step on this CPU before and after TrainLoader, interleaved in one process: the
-loader of mimetic_vit.py at 08556b4 (torchvision's transforms image by image in TrainBatches, through a DataLoader
-with the CPU default of one worker process, and with none) against TrainLoader, each feeding the same model step
-(forward, backward, AdamW), in rounds of 20 steps after 3 warm-up steps; and TrainLoader with its draws made ahead in
-two worker processes, as on CUDA. From the repository root, with CIFAR-10 in data/ (any copy):
-    python results/scripts/loader_speed.py > results/cpu-loader-speed-ce49cac/log.txt   # cpu-loader-speed/: at e31974f"""
+"""The laptop recipe's whole training step on this CPU with mimetic_vit.py's loader before and after the batched
+augmentation, interleaved in one process: TrainLoader at c8f44f0 (torchvision's per-image draws replayed in Python,
+applied per group of images) against today's (draw_augmentation, augment), each feeding the same model step
+(forward, backward, AdamW), in rounds of 20 steps after 3 warm-up steps; and each loader alone (the augmentation's
+ms a batch). From the repository root, with CIFAR-10 in data/ (any copy), one thread:
+    python results/scripts/loader_speed.py > results/cpu-loader-speed-batched/log.txt
+(cpu-loader-speed/ and cpu-loader-speed-ce49cac/: this script's earlier versions, at e31974f and ce49cac.)"""
 import importlib.util
 import os
 import subprocess
@@ -16,7 +17,7 @@ import torch
 sys.path.insert(0, os.getcwd())
 import mimetic_vit as mv  # noqa: E402
 
-BEFORE, ROUNDS, STEPS, WARMUP = "08556b4", 6, 20, 3
+BEFORE, ROUNDS, STEPS, WARMUP = "c8f44f0", 6, 20, 3
 LAPTOP = ["--width=96", "--depth=4", "--heads=3", "--patch_size=4", "--batch_size=128"]
 
 
@@ -39,20 +40,13 @@ def main():
     opt = mv.make_optimizer(model, cfg.lr, cfg.weight_decay, dev)
     amp = mv.nullcontext()
 
-    def endless_old(workers):
-        loader, order = old.train_loader(x, y, old.parse_config(LAPTOP + [f"--workers={workers}"]), mv.MEAN_STD["cifar10"], dev)
-        gen = torch.Generator().manual_seed(0)
-        while True:
-            yield from old.start_epoch(loader, order, gen, cfg.batch_size, len(x) // cfg.batch_size)
-
-    def endless_new(ahead=None):
-        loader = mv.TrainLoader(x, y, cfg, mv.MEAN_STD["cifar10"], dev, torch.Generator().manual_seed(0), ahead)
+    def endless(program):
+        loader = program.TrainLoader(x, y, cfg, mv.MEAN_STD["cifar10"], dev, torch.Generator().manual_seed(0))
         while True:
             yield from loader
 
-    paths = {"before, 1 worker process (the CPU default)": endless_old(1), "before, no worker": endless_old(0),
-             "TrainLoader": endless_new(), "TrainLoader, draws in 2 workers": endless_new(True)}
-    rates = {name: [] for name in paths}
+    paths = {f"before ({BEFORE})": endless(old), "after (batched)": endless(mv)}
+    rates, alone = {name: [] for name in paths}, {name: [] for name in paths}
     print(f"{mv.hardware(dev)}; laptop recipe {' '.join(LAPTOP)}; {ROUNDS} rounds of {STEPS} steps after {WARMUP}")
     for r in range(ROUNDS):
         for name, batches in paths.items():
@@ -64,9 +58,16 @@ def main():
                 opt.step()
                 opt.zero_grad(set_to_none=True)
             rates[name].append(STEPS * cfg.batch_size / (time.perf_counter() - t0))
-            print(f"round {r}: {name}: {rates[name][-1]:.0f} img/s", flush=True)
-    for name, v in rates.items():
-        print(f"whole step, {name}: {sum(v) / len(v):.0f} img/s (rounds: {', '.join(f'{r:.0f}' for r in v)})")
+            t0 = time.perf_counter()
+            for _ in range(STEPS):
+                next(batches)
+            alone[name].append(1000 * (time.perf_counter() - t0) / STEPS)
+            print(f"round {r}: {name}: whole step {rates[name][-1]:.0f} img/s; augmentation alone {alone[name][-1]:.1f} "
+                  f"ms a batch", flush=True)
+    for name in paths:
+        v, a = rates[name], alone[name]
+        print(f"{name}: whole step {sum(v) / len(v):.0f} img/s (rounds: {', '.join(f'{r:.0f}' for r in v)}); augmentation "
+              f"alone {sum(a) / len(a):.1f} ms a batch of {cfg.batch_size} (rounds: {', '.join(f'{t:.1f}' for t in a)})")
 
 
 if __name__ == "__main__":

@@ -247,8 +247,9 @@ def mimetic_init_(qkv_weight, proj_weight, num_heads, alpha1=0.0, beta1=0.5, alp
     initialised; noise and SVDs are float64 on the generator's device, then cast to the weights' dtype."""
     d = proj_weight.shape[0]
     if proj_weight.shape != (d, d) or qkv_weight.shape != (3 * d, d):
-        raise ValueError(f"expected qkv_weight (3d, d) and proj_weight (d, d), rows q, k, v; got {tuple(qkv_weight.shape)} "
-                         f"and {tuple(proj_weight.shape)}: other layouts, 'Use it in your own model' in mimetic's README")
+        raise ValueError(f"expected qkv_weight (3d, d) and proj_weight (d, d), rows q, k, v; got "
+                         f"{tuple(qkv_weight.shape)} and {tuple(proj_weight.shape)}: other layouts, 'Use it in your "
+                         f"own model' in mimetic's README")
     if d % num_heads != 0:
         raise ValueError(f"width {d} is not divisible by num_heads {num_heads}")
     for name, value in (("alpha1", alpha1), ("beta1", beta1), ("alpha2", alpha2), ("beta2", beta2)):

@@ -99,7 +99,7 @@ RECIPES = {"authors100": {},
 seed = 0                  # the default init, the mimetic noise, the data order and augmentation
 device = ""               # "" = cuda if available, else mps if available, else cpu
 precision = "auto"        # auto (bf16 autocast on CUDA, else fp32: most CPUs emulate bf16) | bf16 | fp32
-compile = "auto"          # torch.compile: auto (on CUDA only: a CPU gains nothing) | true | false | nographs
+compile = "auto"          # torch.compile: auto (on CUDA only: a CPU gains nothing) | true | false | graphs
 eval_batch_size = 1024    # test images per forward pass
 log_interval = 50         # steps between log lines
 out_dir = ""              # "" = out/vit-<dataset>-<init>-seed<seed>; never another run's folder
@@ -257,8 +257,9 @@ def mimetic_init_(qkv_weight, proj_weight, num_heads, alpha1=0.7, beta1=0.7, alp
     initialised; noise and SVDs are float64 on the generator's device, then cast to the weights' dtype."""
     d = proj_weight.shape[0]
     if proj_weight.shape != (d, d) or qkv_weight.shape != (3 * d, d):
-        raise ValueError(f"expected qkv_weight (3d, d) and proj_weight (d, d), rows q, k, v; got {tuple(qkv_weight.shape)} "
-                         f"and {tuple(proj_weight.shape)}: other layouts, 'Use it in your own model' in mimetic's README")
+        raise ValueError(f"expected qkv_weight (3d, d) and proj_weight (d, d), rows q, k, v; got "
+                         f"{tuple(qkv_weight.shape)} and {tuple(proj_weight.shape)}: other layouts, 'Use it in your "
+                         f"own model' in mimetic's README")
     if d % num_heads != 0:
         raise ValueError(f"width {d} is not divisible by num_heads {num_heads}")
     for name, value in (("alpha1", alpha1), ("beta1", beta1), ("alpha2", alpha2), ("beta2", beta2)):
@@ -435,7 +436,7 @@ def augmentation_tables(cfg, size, mean_std, dev):
             geometric = op in ("ShearX", "ShearY", "TranslateX", "TranslateY", "Rotate")
             sources.append(moved(numbers, op, magnitude) if geometric else numbers)
             fn = {"Brightness": 0, "Contrast": 1, "Color": 2}.get(op)  # fn of blend(), as ColorJitter numbers them
-            r = 1.0 + magnitude if fn is not None else 1.0  # the factor, 1 + magnitude, as torchvision's (lines 154-161)
+            r = 1.0 + magnitude if fn is not None else 1.0  # the factor 1 + magnitude (lines 154-161)
             bits = int(magnitude) if op == "Posterize" else 8
             settings.append([fn or 0, r, 1.0 - r, 1.0 - (1.0 + magnitude) if op == "Sharpness" else 0.0,
                              ((1 << bits) - 1) << (8 - bits), 255.0 * magnitude if op == "Solarize" else 256.0,
@@ -620,7 +621,8 @@ def make_optimizer(model, lr, weight_decay, dev, decay_all=False, eps=1e-8):
     """AdamW (Sec. 5.1) with torch's default betas, as train.py line 102, which decays every parameter (decay_all).
     Else only weight matrices, not biases, norms, class token, position embeddings: timm's rule, the first author's
     timm flags' (timm/optim/optim_factory.py line 52 at 0173a13, with VisionTransformer.no_weight_decay())."""
-    decay = {n for n, p in model.named_parameters() if decay_all or (p.dim() >= 2 and n not in ("pos_embed", "cls_token"))}
+    no_decay = ("pos_embed", "cls_token")
+    decay = {n for n, p in model.named_parameters() if decay_all or (p.dim() >= 2 and n not in no_decay)}
     groups = [{"params": [p for n, p in model.named_parameters() if n in decay], "weight_decay": weight_decay},
               {"params": [p for n, p in model.named_parameters() if n not in decay], "weight_decay": 0.0}]
     return torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.999), eps=eps, fused=dev.type == "cuda")
@@ -646,11 +648,10 @@ def get_lr(step, total_steps, cfg):
 # training
 
 def compile_model(model, cfg, dev):
-    """torch.compile'd as --compile says (auto: on CUDA only); on CUDA as CUDA graphs (mode
-    reduce-overhead; nographs: not), the model step a few launches (our choice: see TrainLoader)."""
-    if cfg.compile in ("true", "nographs") or (cfg.compile == "auto" and dev.type == "cuda"):
-        graphs = dev.type == "cuda" and cfg.compile != "nographs"
-        return torch.compile(model, mode="reduce-overhead" if graphs else "default")
+    """torch.compile'd as --compile says (auto: on CUDA only), in its default mode, as every recorded GPU run;
+    graphs: as CUDA graphs (mode reduce-overhead: the model step a few launches), untried in a whole run."""
+    if cfg.compile in ("true", "graphs") or (cfg.compile == "auto" and dev.type == "cuda"):
+        return torch.compile(model, mode="reduce-overhead" if cfg.compile == "graphs" else "default")
     return model
 
 
@@ -752,9 +753,10 @@ def main(argv=None):
 
 # =============================================================================
 # tail: machinery the paper does not define (arguments, run folder, checkpoints, results, device, progress)
-CHOICES = {"init": INITS, "dataset": tuple(DATASETS), "pos_emb": ("sinusoidal", "learned", "sincos2d"), "vo_sign": (-1, 1),
-           "schedule": ("onecycle", "cosine"), "recipe": tuple(RECIPES), "precision": ("auto", "bf16", "fp32"),
-           "compile": ("auto", "true", "false", "nographs"), "erase_fill": ("zero", "noise")}
+CHOICES = {"init": INITS, "dataset": tuple(DATASETS), "pos_emb": ("sinusoidal", "learned", "sincos2d"),
+           "vo_sign": (-1, 1), "schedule": ("onecycle", "cosine"), "recipe": tuple(RECIPES),
+           "precision": ("auto", "bf16", "fp32"),
+           "compile": ("auto", "true", "false", "graphs"), "erase_fill": ("zero", "noise")}
 RANGES = {**dict.fromkeys(("width", "depth", "heads", "patch_size", "mlp_ratio", "ra_chunk", "epochs", "batch_size",
                            "eval_batch_size", "log_interval"), (1, math.inf)), "ra_m": (0, 30), "ra_p": (0, 1),
           **dict.fromkeys(("alpha1", "beta1", "alpha2", "beta2", "crop_scale", "reprob", "label_smoothing"), (0, 1))}

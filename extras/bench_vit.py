@@ -5,16 +5,15 @@ Throughput of mimetic_vit.py's training step, to estimate how long the paper's r
 Measures, after 5 warm-up steps (torch.compile and allocation happen there), 20 timed training steps on synthetic
 input: forward, the fp32 cross-entropy, backward, gradient clipping and the AdamW step, as mimetic_vit.train()
 does them (same optimizer, precision and compile choice): the model step. Then the augmentation alone on random
-uint8 32x32 images: mimetic_vit.TrainLoader's draws on one CPU core, and the loader's batches (made as train()
-makes them: on CUDA the draws in worker processes, applied on the device by a thread of the loader's own) after 5
-of them, and made the other way (inline on CUDA); the torch calls its device work takes per batch (counted on the
-meta device, which holds no data: on CUDA each is a kernel launch or a view); how far the batches are from the same
-draws applied on the CPU (bit for bit there: test_mimetic.py); then the whole step, loader and model, as train()
-runs it (and with the batches made the other way); then what train() does between two epochs (a test pass over
-10,000 images, eager and, if compiled, compiled; a checkpoint write), beside an epoch at the whole step's rate; then
+uint8 32x32 images: mimetic_vit.draw_augmentation's draws on one CPU core, and TrainLoader's batches (the draws
+copied to the device, one copy a batch, and applied there by augment()); the torch calls augment() takes per batch
+(counted on the meta device, which holds no data: on CUDA each is a kernel launch or a view) and the loader's
+host-to-device copies per batch; how far the batches are from the same draws applied on the CPU; then the whole
+step, loader and model, as train() runs it; then what train() does between two epochs (a test pass over 10,000
+images, eager and, if compiled, compiled; a checkpoint write), beside an epoch at the whole step's rate; then
 attention alone at the model's shape under each scaled_dot_product_attention backend (torch's own choice first,
-named by the kernel it runs); last, if compiled, the model step and the whole step without CUDA graphs
-(torch.compile's default mode: train()'s on CUDA before them, on a CPU its own).
+named by the kernel it runs); last, if compiled on CUDA, the model step and the whole step as CUDA graphs
+(--compile=graphs, untried in a whole run).
 The last line is
 
     benchmark: N img/s | X TFLOP/s (model matmuls) | <hardware> | <precision> | compile <bool> | width .. batch ..
@@ -61,16 +60,26 @@ class DeviceCalls(torch.overrides.TorchFunctionMode):
         return out
 
 
-def augmentation_calls(cfg, program=mv, device=None):
-    """(calls, copies): DeviceCalls (or `device`, a DeviceCalls that records more) of program.TrainLoader.apply
-    (mimetic_vit's, or another version's) on one batch of random images, drawn from seed 0."""
-    images = torch.randint(256, (cfg.batch_size, 3, 32, 32), dtype=torch.uint8)
-    loader = program.TrainLoader(images, torch.zeros(len(images), dtype=torch.long), cfg,
-                                 program.MEAN_STD[cfg.dataset], torch.device("meta"), None)
-    draws = loader.draws(0)
+def augmentation_calls(cfg, seed=0, device=None):
+    """(calls, copies): DeviceCalls (or `device`, a DeviceCalls that records more) of mimetic_vit.augment on one batch,
+    its draws (from the batch seed `seed`) and images already on the meta device."""
+    tables = mv.augmentation_tables(cfg, 32, mv.MEAN_STD[cfg.dataset], torch.device("meta"))
+    draws = mv.draw_augmentation(cfg, cfg.batch_size, 32, seed).to("meta")
+    images = torch.empty(cfg.batch_size, 3, 32, 32, dtype=torch.uint8, device="meta")
     with device or DeviceCalls() as device:
-        loader.apply(images.to("meta"), *draws)
+        mv.augment(images, draws, tables, cfg)
     return device.calls, device.copies
+
+
+def loader_copies(cfg, batches=4):
+    """Host-to-device copies a batch of TrainLoader's epoch of `batches` batches on the meta device (the epoch's order
+    once, then the draws once a batch), and per epoch."""
+    images = torch.zeros(batches * cfg.batch_size, 3, 32, 32, dtype=torch.uint8)
+    loader = mv.TrainLoader(images, torch.zeros(len(images), dtype=torch.long), cfg, mv.MEAN_STD[cfg.dataset],
+                            torch.device("meta"), torch.Generator().manual_seed(0))
+    with DeviceCalls() as device:
+        assert len(list(loader)) == batches
+    return (device.copies - 1) / batches
 
 
 def train_flops_per_image(c):
@@ -148,7 +157,7 @@ def main(argv=None):
     model = mv.build_model(cfg, mv.DATASETS[cfg.dataset][3]).to(dev)  # as mimetic_vit.main() builds it
     c = model.config
     print(f"model: {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters, {c.num_tokens} tokens")
-    net = mv.compile_model(model, cfg, dev)  # as mimetic_vit.train() compiles it: on CUDA as CUDA graphs
+    net = mv.compile_model(model, cfg, dev)  # as mimetic_vit.train() compiles it (on CUDA: auto)
     compiled = net is not model
     opt = mv.make_optimizer(model, cfg.lr, cfg.weight_decay, dev, cfg.decay_all, cfg.adam_eps)
     x = torch.randn(cfg.batch_size, 3, c.image_size, c.image_size, device=dev)
@@ -169,27 +178,21 @@ def main(argv=None):
 
     images = torch.randint(256, (TRAIN_IMAGES, 3, 32, 32), dtype=torch.uint8)
     labels = torch.randint(c.num_classes, (len(images),))
-
-    def loader_of(ahead=None):  # None: train()'s choice (on CUDA: draws in worker processes, applied in a thread)
-        gen = torch.Generator().manual_seed(0)
-        return mv.TrainLoader(images, labels, cfg, mv.MEAN_STD[cfg.dataset], dev, gen, ahead)
-
-    loader = loader_of()
+    loader = mv.TrainLoader(images, labels, cfg, mv.MEAN_STD[cfg.dataset], dev, torch.Generator().manual_seed(0))
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
-    draw_ips = cfg.batch_size / seconds_per_call(lambda: loader.draws(0), lambda: None, steps=10, warmup=2)
+    draw_ips = cfg.batch_size / seconds_per_call(lambda: mv.draw_augmentation(cfg, cfg.batch_size, 32, 0),
+                                                 lambda: None, steps=10, warmup=2)
     host = mv.hardware(torch.device("cpu")).split(", torch")[0]  # the CPU that makes the draws, on one thread
     torch.set_num_threads(threads)
-    where = {True: "drawn in worker processes, applied in a thread", False: "drawn and applied inline"}
-    batches, others = endless(loader), endless(loader_of(not loader.ahead))
-    loader_ips, other_ips = (cfg.batch_size / seconds_per_call(lambda: next(b), sync) for b in (batches, others))
-    print(f"augmentation alone: draws {draw_ips:.0f} img/s on one core ({host}); the loader (batches "
-          f"{where[loader.ahead]}, on {dev.type}) {loader_ips:.0f} img/s, {other_ips:.0f} img/s with them "
-          f"{where[not loader.ahead]}")
+    batches = endless(loader)
+    loader_ips = cfg.batch_size / seconds_per_call(lambda: next(batches), sync)
+    print(f"augmentation alone: draws {draw_ips:.0f} img/s on one core ({host}); the loader (on {dev.type}) "
+          f"{loader_ips:.0f} img/s")
 
     calls, copies = augmentation_calls(cfg)
     print(f"augmentation's device work per batch, counted on the meta device: {calls} torch calls, {copies} of them "
-          f"with host data")
+          f"with host data; the loader's host-to-device copies per batch: {loader_copies(cfg):g}")
 
     n = 8 * cfg.batch_size  # one epoch of 8 batches, its draws applied on the device and on the CPU
     same = [mv.TrainLoader(images[:n], labels[:n], cfg, mv.MEAN_STD[cfg.dataset], d, torch.Generator().manual_seed(1))
@@ -200,15 +203,14 @@ def main(argv=None):
           f"differ; {100 * (levels > 0).float().mean():.2g}% of the values, {100 * (levels > 1.5).float().mean():.2g}% "
           f"by more than one level of 255, at most {levels.max():.0f}")
 
-    def whole(batches, model_net=None):  # as train() runs a step: the loader's next batch, resized, then the model step
+    def whole(model_net=None):  # as train() runs a step: the loader's next batch, resized, then the model step
         nonlocal x, y
         x, y = next(batches)
         x = mv.resize(x, c.image_size)
         step(model_net)
 
-    whole_ips, other_ips = (cfg.batch_size / seconds_per_call(lambda: whole(b), sync) for b in (batches, others))
-    print(f"whole step: {whole_ips:.0f} img/s, {100 * whole_ips / ips:.0f}% of the model step; "
-          f"{100 * other_ips / ips:.0f}% with the batches {where[not loader.ahead]}")
+    whole_ips = cfg.batch_size / seconds_per_call(whole, sync)
+    print(f"whole step: {whole_ips:.0f} img/s, {100 * whole_ips / ips:.0f}% of the model step")
 
     # between two epochs train() runs a test pass and writes a checkpoint
     test_x = torch.randint(256, (TEST_IMAGES, 3, 32, 32), dtype=torch.uint8, device=dev)
@@ -231,14 +233,12 @@ def main(argv=None):
     shape = (cfg.batch_size, c.heads, c.num_tokens, c.width // c.heads)
     ms = attention_ms(shape, torch.bfloat16 if prec.startswith("bf16") else torch.float32, dev, sync)
     print(f"attention {shape}, forward and backward: " + ", ".join(f"{k} {v:.2f} ms" for k, v in ms.items()))
-    if compiled:  # train()'s compile before CUDA graphs (on a CPU it has none), with today's batches and the other
-        plain = torch.compile(model)
-        plain_ips = cfg.batch_size / seconds_per_call(lambda: step(plain), sync)
-        whole_plain_ips, other_plain_ips = (cfg.batch_size / seconds_per_call(lambda: whole(b, plain), sync)
-                                            for b in (batches, others))
-        print(f"without CUDA graphs (torch.compile's default mode): model step {plain_ips:.0f} img/s, whole step "
-              f"{whole_plain_ips:.0f} img/s ({100 * whole_plain_ips / plain_ips:.0f}%), {other_plain_ips:.0f} img/s "
-              f"with the batches {where[not loader.ahead]} ({100 * other_plain_ips / plain_ips:.0f}%)")
+    if compiled and dev.type == "cuda":  # --compile=graphs: the model step as CUDA graphs, untried in a whole run
+        graphs = torch.compile(model, mode="reduce-overhead")
+        graphs_ips = cfg.batch_size / seconds_per_call(lambda: step(graphs), sync)
+        whole_graphs_ips = cfg.batch_size / seconds_per_call(lambda: whole(graphs), sync)
+        print(f"as CUDA graphs (--compile=graphs): model step {graphs_ips:.0f} img/s, whole step {whole_graphs_ips:.0f} "
+              f"img/s ({100 * whole_graphs_ips / graphs_ips:.0f}%)")
     print(f"benchmark: {ips:.0f} img/s | {ips * train_flops_per_image(c) / 1e12:.2f} TFLOP/s (model matmuls) | "
           f"{mv.hardware(dev)} | {prec} | compile {compiled} | width {c.width} depth {c.depth} heads {c.heads} "
           f"patch {c.patch_size} image {c.image_size} batch {cfg.batch_size}")

@@ -9,11 +9,12 @@
 # impulse arm (extras/compare.py) and mimetic on learned embeddings, on those seeds; the laptop recipe on the copy
 # re-encoded at quality 50 and 30, seeds 0-2; depth 12, seeds 0-2; the proxy's candidates, then impulse on it, seeds
 # 0-2; --recipe=timm on the laptop recipe, then --adam_eps=1e-3 at depth 12, seeds 0-2. A run cut off goes on from its
-# checkpoint when this is run again: DATA=<folder> bash results/scripts/level_runs.sh
+# checkpoint when this is run again. Usage: DATA=<folder> bash results/scripts/level_runs.sh (DATA relative to the
+# repository root; default data, the programs' own --data_dir, which then holds cifar10-jpeg/ and cifar10-lossless-5k/)
 set -u
 cd "$(dirname "$0")/../.."
 export OMP_NUM_THREADS=1 PYTHONUNBUFFERED=1
-DATA=${DATA:-../shared/data}
+DATA=${DATA:-data}
 [ -d data/cifar-10-batches-py ] || python $DATA/cifar10-jpeg/make_batches.py data
 [ -d data/pair5k/jpeg ] || python $DATA/cifar10-lossless-5k/make_pair.py data/pair5k
 for q in 50 30; do [ -d data/cifar10-q$q ] || python results/scripts/reencode_jpeg.py data $q; done

@@ -1,7 +1,8 @@
 """Each bug below, put into a scratch copy of the repository, must fail the test that guards it: a CPU tensor in
 device work (the first GPU step's crash), a checkpoint error that quotes torch's message raw, a missing attention
 init, training-loop bugs (labels, clipping, zero_grad, the plateau factor, the learning rate), the schedule, and
-the loader's bugs (a draw moved, shared or leaked; a worker's seed; a rounding; the data stream in the checkpoint):
+the augmentation's bugs (a draw shared or unseeded, a sign or coin lost, a box, an order, a rounding, a geometric
+sign, the crop; a loop over images, a host read, a copy a batch too many) and the data stream in the checkpoint:
 
     python results/scripts/mutation_check.py > results/cpu-mutation-check/log.txt   # from the repository root
 """
@@ -21,10 +22,6 @@ LR = ("            lr = get_lr(step, cfg.epochs * steps, cfg)\n            for g
       "                group[\"lr\"] = lr\n")
 LR_LATE = ("            lr = get_lr(step, cfg.epochs * steps, cfg)\n            if step == first_step:\n"
            "                for group in opt.param_groups:\n                    group[\"lr\"] = lr\n")
-SEEDED = "        with torch.random.fork_rng(devices=[]):\n            torch.manual_seed(seed)\n            return self.draw("
-SEEDED_LEAK = "        if True:\n            torch.manual_seed(seed)\n            return self.draw("
-DRAW_ORDER = ('"ops": [self.draw_op() for _ in range(cfg.ra_n)],\n'
-              '                           "jitter": self.jitter_params() if cfg.jitter > 0 else None}]')
 MUTS = [  # (name, file, old, new, the tests that must fail: pytest -k)
     ("ViT device mix put back (85533dc's crash)", "mimetic_vit.py", "n = torch.full((), len(yb), device=dev)",
      "n = torch.tensor(len(yb))", "vit_trains_on_a_stand_in"),
@@ -34,8 +31,8 @@ MUTS = [  # (name, file, old, new, the tests that must fail: pytest -k)
      "main_trains_the_model_with"),
     ("LM build_model skips the attention init", "mimetic_lm.py", INIT, "    return model",
      "main_trains_the_model_with"),
-    ("ViT labels not shuffled with images", "mimetic_vit.py", "self.apply(self.x[idx], *draws), self.y[idx]",
-     "self.apply(self.x[idx], *draws), self.y[:len(idx)]", "own_label"),
+    ("ViT labels not shuffled with images", "mimetic_vit.py", "self.tables, self.cfg), self.y[idx]",
+     "self.tables, self.cfg), self.y[:len(idx)]", "own_label or loader_feeds"),
     ("ViT clipping skipped", "mimetic_vit.py", CLIP, CLIP.replace("cfg.grad_clip > 0", "False"), "clipped"),
     ("LM clipping skipped", "mimetic_lm.py", CLIP, CLIP.replace("cfg.grad_clip > 0", "False"), "clipped"),
     ("ViT zero_grad dropped", "mimetic_vit.py", STEP, "            opt.step()", "zeroed"),
@@ -47,18 +44,34 @@ MUTS = [  # (name, file, old, new, the tests that must fail: pytest -k)
      '            lr = get_lr(step, cfg.epochs * steps, cfg)\n            opt.param_groups[0]["lr"] = lr\n',
      "the_rate_is_set"),
     ("ViT onecycle falls at 75%, not 80%", "mimetic_vit.py", "(0.8, cfg.lr / 20)", "(0.75, cfg.lr / 20)", "onecycle"),
-    ("ViT augmentation drawn once per batch", "mimetic_vit.py", "}] * cfg.ra_chunk", "}] * cfg.ra_chunk\n"
-     "            per_image[1:] = per_image[:1] * (len(per_image) - 1)", "draws_per_image or bit_for_bit"),
-    ("ViT batch seed leaks into the caller's RNG", "mimetic_vit.py", SEEDED, SEEDED_LEAK, "bit_for_bit"),
-    ("ViT jitter drawn before RandAugment", "mimetic_vit.py", DRAW_ORDER,
-     '"jitter": self.jitter_params() if cfg.jitter > 0 else None,\n'
-     '                           "ops": [self.draw_op() for _ in range(cfg.ra_n)]}]', "bit_for_bit"),
-    ("ViT loader's workers seeded from torch's RNG", "mimetic_vit.py", "generator=torch.Generator())  # not torch's RNG",
-     ")", "bit_for_bit"),
-    ("ViT jitter's blend rounded twice", "mimetic_vit.py", "torch.addcmul(y.mul(r[n, fn]), other, rest[n, fn])",
-     "y.mul(r[n, fn]).add_(other * rest[n, fn])", "bit_for_bit"),
-    ("ViT erasing's box a row short", "mimetic_vit.py", 'slice(e["i"], e["i"] + e["h"])',
-     'slice(e["i"], e["i"] + e["h"] - 1)', "bit_for_bit"),
+    ("ViT one draw for the whole batch", "mimetic_vit.py", "chunks[:B]], dim=1)", "chunks[:1].expand(B, -1)], dim=1)",
+     "own_draws"),
+    ("ViT the batch seed ignored", "mimetic_vit.py", "torch.Generator().manual_seed(seed), -(-B",
+     "torch.Generator().manual_seed(0), -(-B", "own_draws or loader_feeds"),
+    ("ViT RandAugment's sign never drawn", "mimetic_vit.py", "2 * op + sign, 0)", "2 * op, 0)", "draws_follow"),
+    ("ViT RandomApply's coin ignored", "mimetic_vit.py", "< cfg.ra_p, 2 * op", "<= 1.0, 2 * op", "draws_follow"),
+    ("ViT a box a row short (erasing, Cutout)", "mimetic_vit.py", "(at < top + height)", "(at < top + height - 1)",
+     "torchvisions"),
+    ("ViT jitter's order ignored", "mimetic_vit.py", "fn = order[:, k:k + 1].long()",
+     "fn = torch.full_like(order[:, :1], k).long()", "torchvisions"),
+    ("ViT sharpness' blur not rounded", "mimetic_vit.py", "F.conv2d(y, blur, groups=3).round_()",
+     "F.conv2d(y, blur, groups=3)", "torchvisions"),
+    ("ViT solarize at > the threshold", "mimetic_vit.py", "torch.where(x >= threshold", "torch.where(x > threshold",
+     "torchvisions"),
+    ("ViT the geometric ops' negative sign lost", "mimetic_vit.py", "moved(numbers, op, magnitude) if geometric",
+     "moved(numbers, op, abs(magnitude)) if geometric", "torchvisions"),
+    ("ViT the crop's rows placed by its left edge", "mimetic_vit.py", "(size + at - top[:, None])[:, None]",
+     "(size + at - left[:, None])[:, None]", "torchvisions"),
+    ("ViT AutoContrast image by image", "mimetic_vit.py",
+     "x = torch.where(auto > 0, T.functional.autocontrast(x), x)",
+     "x = torch.stack([T.functional.autocontrast(i) if a > 0 else i for i, a in zip(x, auto.flatten())])",
+     "device_calls or stand_in"),
+    ("ViT a host read in augment()", "mimetic_vit.py", "    if cfg.crop_scale < 1:\n        x = crop_resize(",
+     "    if cfg.crop_scale < 1 or crop.sum() > 0:\n        x = crop_resize(", "stand_in"),
+    ("ViT the epoch's order left on the host", "mimetic_vit.py", "generator=self.gen).to(self.dev)  # one copy",
+     "generator=self.gen)  # one copy", "copies_to_the_device"),
+    ("ViT the same order every epoch", "mimetic_vit.py", "perm = torch.randperm(len(self.x), generator=self.gen)",
+     "perm = torch.randperm(len(self.x), generator=torch.Generator().manual_seed(0))", "every_epoch or loader_feeds"),
     ("ViT checkpoints only at epoch 1 and the end", "mimetic_vit.py", " or time.perf_counter() - saved > CHECKPOINT_S:",
      ":", "killed_epochs_after"),
     ("ViT checkpoint holds the data stream of epoch 0", "mimetic_vit.py",

@@ -443,10 +443,10 @@ def augmentation_tables(cfg, size, mean_std, dev):
                              op == "AutoContrast", op == "Equalize"])
     # crop side s -> the bilinear, antialiased resize to size as a (size, s) matrix, read off F.interpolate (the
     # call torchvision's resize makes) on the identity; at columns size..size+s, so that gather() can shift it
-    eye = [torch.eye(s)[:, None, None] for s in range(1, size + 1)]
     weights = torch.zeros(size + 1, size, 2 * size)
-    for s, e in enumerate(eye, start=1):
-        weights[s, :, size:size + s] = F.interpolate(e, size=(1, size), mode="bilinear", antialias=True)[:, 0, 0].T
+    for s in range(1, size + 1):  # (s, 1, 1, s): s images of one row, the identity's
+        resized = F.interpolate(torch.eye(s)[:, None, None], size=(1, size), mode="bilinear", antialias=True)
+        weights[s, :, size:size + s] = resized[:, 0, 0].T
     blur = torch.tensor([[1.0, 1.0, 1.0], [1.0, 5.0, 1.0], [1.0, 1.0, 1.0]], dtype=torch.float64).div(13).float()
     mean, std = norm_stats(mean_std, dev)
     return {"sources": torch.cat(sources).view(-1, size * size).long().to(dev),
@@ -754,9 +754,8 @@ def main(argv=None):
 # =============================================================================
 # tail: machinery the paper does not define (arguments, run folder, checkpoints, results, device, progress)
 CHOICES = {"init": INITS, "dataset": tuple(DATASETS), "pos_emb": ("sinusoidal", "learned", "sincos2d"),
-           "vo_sign": (-1, 1), "schedule": ("onecycle", "cosine"), "recipe": tuple(RECIPES),
-           "precision": ("auto", "bf16", "fp32"),
-           "compile": ("auto", "true", "false", "graphs"), "erase_fill": ("zero", "noise")}
+           "recipe": tuple(RECIPES), "compile": ("auto", "true", "false", "graphs"), "vo_sign": (-1, 1),
+           "precision": ("auto", "bf16", "fp32"), "schedule": ("onecycle", "cosine"), "erase_fill": ("zero", "noise")}
 RANGES = {**dict.fromkeys(("width", "depth", "heads", "patch_size", "mlp_ratio", "ra_chunk", "epochs", "batch_size",
                            "eval_batch_size", "log_interval"), (1, math.inf)), "ra_m": (0, 30), "ra_p": (0, 1),
           **dict.fromkeys(("alpha1", "beta1", "alpha2", "beta2", "crop_scale", "reprob", "label_smoothing"), (0, 1))}

@@ -13,11 +13,11 @@
 #   p4      Table 7's patch-4 ViT-Tiny, both inits, on the default recipe and on --recipe=timm
 # A step each (a run outlives its step: setsid), SLEEP the seconds to wait: SET=e1 bash results/scripts/gpu_runs.sh start
 # bench (extras/bench_vit.py --batch_size=512 alone, about 90 s a recipe: model and whole step, device against CPU,
-# epoch ends, SDPA, steps without CUDA graphs; BENCH=timm benches --recipe=timm; TESTS=1: the GPU tests first)
+# epoch ends, SDPA, CUDA graphs; BENCH=timm benches --recipe=timm; TESTS=1: the GPU tests first)
 # | start (the data, the runs, their first lines) | look (their last lines) | collect (their logs until they end or
 # SLEEP runs out, then each last checkpoint tested, into ...-<name>-evaluate.txt; logs and results into RESULTS).
 # Times seen: one arm alone 100 epochs in 7.9 min on an H100 before TrainLoader (e1), 10.4 (e2) and 8.9 min (e3) on an
-# H200 with it, before its thread and CUDA graphs; the pair, on an H200 before it, 7.3 s an epoch; start 40 s, data 20 s.
+# H200 with it, before the batched augmentation; the pair, on an H200 before it, 7.3 s an epoch; start 40 s, data 20 s.
 set -u
 export PYTHONUNBUFFERED=1
 SET=${SET:-screen}

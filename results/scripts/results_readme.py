@@ -102,7 +102,8 @@ def recipe_laptop():
     rows = []
     for label, p in (("ours (the old recipe; [Table 1](README.md#laptop-scale-table-1))", f"{D4}-tvra"),
                      ("the authors' script's defaults (`--recipe=authors`)", f"{D4}-authors"),
-                     ("the authors' 100-epoch augmentation (the default since, `authors100`)", f"{D4}-authors100")):
+                     ("the authors' 100-epoch augmentation (the default since, `authors100`)", f"{D4}-authors100"),
+                     ("the same, batched draws (today's code at `b765bdb`, the README's headline)", f"{D4}-batched")):
         rows.append(lt.pair_row(label, *lt.pair(p, range(5))))
     return table(["recipe", "default init", "mimetic init", "gap, paired (± SE)"], rows)
 
@@ -396,6 +397,9 @@ MADE_BY = {  # folder: what made it, for the folders that hold no results.json o
     "cpu-loader-speed": "`python results/scripts/loader_speed.py` (its log)", "cpu-loader-draws-ahead": "its logs' scripts",
     "cpu-loader-device-calls": "`python extras/bench_vit.py` on two checkouts, then a draws-only script (its log)",
     "cpu-mutation-check": "`python results/scripts/mutation_check.py`",
+    "cpu-mutation-check-batched": "`python results/scripts/mutation_check.py` (the batched augmentation's mutants)",
+    "cpu-augment-exactness": "its two scripts, `augment_exactness.py` and `draw_statistics.py` (their logs)",
+    "cpu-loader-speed-batched": "`python results/scripts/loader_speed.py` (its log)",
     "cpu-epoch-time-before-after": "the laptop recipe, `--stop_epoch=1`, two checkouts side by side (its README.txt)",
     "cpu-epoch-time-minimal": f"the same; `modelbench.py`, `stepbench.py` {SCRIPTS} (its README.txt)",
     "cpu-eq13-step-size": "`eq13_step_size.py` of results/scripts/ at `b2db6e6` (its log)",

@@ -2,7 +2,7 @@
 (randaugment_layer on a batch against T.RandAugment's own per-image call), the whole pipeline of each recipe on the
 same draws (test_mimetic.reference_augment: torchvision's functions image by image), the crop against torchvision's
 float path and its uint8 CPU kernel, Sharpness in float32 against torchvision's fused multiply-add at every magnitude,
-and the draws' law against torchvision's transforms' own draws. From the repository root, one thread:
+and the device calls a batch of each recipe. From the repository root, one thread:
     python results/cpu-augment-exactness/augment_exactness.py > results/cpu-augment-exactness/log.txt"""
 import os
 import sys
@@ -13,6 +13,9 @@ import torchvision.transforms.v2 as T
 sys.path.insert(0, os.getcwd())
 import mimetic_vit as mv  # noqa: E402
 import test_mimetic as tm  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.getcwd(), "extras"))
+import bench_vit  # noqa: E402
 
 IMAGES = 2_304
 
@@ -56,6 +59,12 @@ def main():
             got, draws = tm.augment(x[:256], cfg, seed)
             differ += (got != tm.reference_augment(x[:256], draws, cfg, mean, std)).flatten(1).any(1).sum().item()
         print(f"  {recipe} ({' '.join(args) or 'the default'}): {differ} of 768 images differ")
+    print("\nDevice calls of augment() a batch of 512 (bench_vit's count on the meta device; the loader before it: 700 "
+          "calls and 14 host copies for authors100), and the loader's host-to-device copies a batch:")
+    for recipe, args in tm.RECIPES.items():
+        cfg = mv.parse_config(args + ["--batch_size=512"])
+        calls, copies = bench_vit.augmentation_calls(cfg)
+        print(f"  {recipe}: {calls} calls, {copies} with host data; copies a batch {bench_vit.loader_copies(cfg):g}")
     print("\nThe crop (RandomResizedCrop's squares, 20 batch seeds of 256 images a scale) against torchvision's resize:")
     for scale in (0.08, 0.35, 0.75):
         cfg = mv.parse_config([f"--crop_scale={scale}", "--batch_size=256"])

@@ -427,8 +427,8 @@ def moved(image, op, m):
 def augmentation_tables(cfg, size, mean_std, dev):
     """What augment() looks up, made once on the CPU (so every device sees the same), then moved to dev. Per
     RandAugment draw (op, sign: 28 rows, row 0 the identity): where each pixel comes from (its number 1..size^2 after
-    the geometric op, on an image of the numbers; 0: outside, filled with 0), and the setting of each batched op
-    (its neutral one where the draw is another op). Per crop side, the resize's weights; the blur; mean and std."""
+    the geometric op, on an image of the numbers; 0: outside, filled with 0) as an index and a mask, the setting of each
+    batched op (neutral where the draw is another op). Per crop side, the resize's weights; the blur; mean and std."""
     numbers = torch.arange(1, size * size + 1, dtype=torch.float32).view(1, 1, size, size)
     sources, settings = [], []
     for op, m, signed in randaugment_ops(cfg.ra_m, size):
@@ -449,7 +449,8 @@ def augmentation_tables(cfg, size, mean_std, dev):
         weights[s, :, size:size + s] = resized[:, 0, 0].T
     blur = torch.tensor([[1.0, 1.0, 1.0], [1.0, 5.0, 1.0], [1.0, 1.0, 1.0]], dtype=torch.float64).div(13).float()
     mean, std = norm_stats(mean_std, dev)
-    return {"sources": torch.cat(sources).view(-1, size * size).long().to(dev),
+    sources = torch.cat(sources).view(-1, size * size).long()
+    return {"index": (sources - 1).clamp(min=0).to(dev), "inside": (sources > 0).to(torch.uint8).to(dev),
             "settings": torch.tensor(settings, dtype=torch.float32).to(dev), "crop": weights.to(dev),
             "blur": blur.expand(3, 1, 3, 3).to(dev), "mean": mean, "std": std}
 
@@ -532,9 +533,8 @@ def crop_resize(x, crop, weights):
 def randaugment_layer(x, draw, tables):
     """One RandAugment op an image (T.RandAugment(num_ops=1) at the recipe's magnitude): draw, each image's row of
     the tables. The geometric ops as one gather; every other op on the whole batch, neutral where not drawn."""
-    src = tables["sources"][draw]  # (B, H * W): where each pixel comes from, 1-based; 0: outside, filled with 0
-    taken = x.flatten(2).gather(2, (src - 1).clamp(min=0)[:, None].expand(-1, x.shape[1], -1))
-    x = torch.where(src[:, None] > 0, taken, 0).view_as(x)
+    index = tables["index"][draw][:, None].expand(-1, x.shape[1], -1)  # (B, C, H * W): where each pixel comes from
+    x = x.flatten(2).gather(2, index).mul_(tables["inside"][draw][:, None]).view_as(x)  # 0 from outside the image
     fn, r, rest, alpha, bits, threshold, auto, equal = tables["settings"][draw].view(len(x), -1, 1, 1, 1).unbind(1)
     x = blend(x, fn.long(), r, rest)                                              # Brightness, Contrast, Color
     x = sharpen(x, alpha, tables["blur"])                                         # Sharpness
@@ -549,7 +549,8 @@ def blend(x, fn, r, rest):
     it, rounded down; other: black (fn 0: brightness), the mean of x's grey (1: contrast) or its grey (2:
     saturation). r = 1, rest = 0: x as it was."""
     grey = x[:, 0].mul(0.2989).add_(x[:, 1], alpha=0.587).add_(x[:, 2], alpha=0.114)[:, None].floor_()  # ITU-R 601-2
-    other = torch.where(fn == 1, grey.mean(dim=(1, 2, 3), keepdim=True), grey) * (fn != 0)
+    mean = grey.mean(dim=(1, 2, 3), keepdim=True)
+    other = grey.mul_(fn == 2).add_(mean.mul_(fn == 1))  # each image's grey, its mean or black
     return x.mul(r).addcmul_(other, rest).clamp_(0, 255).to(torch.uint8)
 
 

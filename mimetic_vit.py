@@ -437,7 +437,7 @@ def augmentation_tables(cfg, size, mean_std, dev):
             sources.append(moved(numbers, op, magnitude) if geometric else numbers)
             fn = {"Brightness": 0, "Contrast": 1, "Color": 2}.get(op)  # fn of blend(), as ColorJitter numbers them
             r = 1.0 + magnitude if fn is not None else 1.0  # the factor 1 + magnitude (lines 154-161)
-            bits = int(magnitude) if op == "Posterize" else 8
+            bits = int(magnitude) if op == "Posterize" else 8  # the settings, as randaugment_layer unbinds them:
             settings.append([fn or 0, r, 1.0 - r, 1.0 - (1.0 + magnitude) if op == "Sharpness" else 0.0,
                              ((1 << bits) - 1) << (8 - bits), 255.0 * magnitude if op == "Solarize" else 256.0,
                              op == "AutoContrast", op == "Equalize"])
@@ -456,7 +456,7 @@ def augmentation_tables(cfg, size, mean_std, dev):
 
 
 def draw_augmentation(cfg, B, size, seed):
-    """A batch's draws, a row an image (B, 20 + ra_n [+ 3 size^2]) float32, from a CPU generator seeded with the batch's
+    """A batch's draws, a row an image (B, 16 + ra_n [+ 3 size^2]) float32, from a CPU generator seeded with the batch's
     seed (every device sees the same): what train.py's transforms (lines 69-77) draw per image, for all B at once,
     as augment() reads them: flip, Cutout's centre, crop (side, top, left), a RandAugment draw a layer (a row of the
     tables: 2 op + sign; 0 where RandomApply's coin, ra_p, says no), ColorJitter's three factors and order, the

@@ -8,6 +8,7 @@ import os
 import sys
 
 import torch
+import torchvision
 import torchvision.transforms.v2 as T
 
 sys.path.insert(0, os.getcwd())
@@ -22,8 +23,8 @@ IMAGES = 2_304
 
 def main():
     torch.set_num_threads(1)
-    print(f"{mv.hardware(torch.device('cpu'))}; torchvision {T.__name__.split('.')[0]} "
-          f"{__import__('torchvision').__version__}; {IMAGES:,} images (a quarter low in contrast, three flat)")
+    print(f"{mv.hardware(torch.device('cpu'))}; torchvision {torchvision.__version__}; {IMAGES:,} images (a quarter "
+          f"low in contrast, three flat)")
     x = tm.test_images(IMAGES)
     print("\nRandAugment, each row of the tables (op, sign) on the whole batch against T.RandAugment's call per image:")
     print("| op | sign | m = 8: images differing | m = 12 | m = 27 | images changed by the op (m = 12) |")

@@ -394,7 +394,7 @@ MADE_BY = {  # folder: what made it, for the folders that hold no results.json o
     "cpu-skeleton-bit-identity": f"{PAIR} (its log)", "seeded-weights": "`snapshot.py` (its log)",
     "cpu-broken-files": "`broken_files.sh` of results/scripts/ at `36726b4`",
     "cpu-bit-identity-08556b4-28c0304": "`python results/scripts/bit_identity.py` on two checkouts (its log)",
-    "cpu-bit-identity-b765bdb-54b8528": "the same",
+    "cpu-bit-identity-b765bdb-54b8528": "`python results/scripts/bit_identity.py` on two checkouts (its log)",
     "cpu-loader-speed": "`python results/scripts/loader_speed.py` (its log)", "cpu-loader-speed-batched": "the same",
     "cpu-loader-draws-ahead": "its logs' scripts",
     "cpu-loader-device-calls": "`python extras/bench_vit.py` on two checkouts, then a draws-only script (its log)",

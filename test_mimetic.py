@@ -654,7 +654,7 @@ def same_image(n=64, seed=0):
     return torch.randint(256, (1, 3, 32, 32), dtype=torch.uint8, generator=torch.Generator().manual_seed(seed)).repeat(n, 1, 1, 1)
 
 
-def test_images(n=96, seed=0):
+def sample_images(n=96, seed=0):
     """Random uint8 images, and harder ones: a quarter low in contrast (AutoContrast, Equalize), a few flat."""
     x = torch.randint(256, (n, 3, 32, 32), dtype=torch.uint8, generator=torch.Generator().manual_seed(seed))
     x[:n // 4] = x[:n // 4] // 16 + 100
@@ -728,7 +728,7 @@ def test_each_randaugment_op_and_sign_is_torchvisions(m):
     """Every row of the tables (each op, each sign) at the recipes' magnitudes (authors 8, v1 9, authors100 12, the
     paper's words in E8 14, timm 27), applied to a batch by randaugment_layer, is torchvision's call of that op on each
     image alone: the same bits. And each op but Identity changes many images (the test compares something)."""
-    x, cfg = test_images(), mv.parse_config([f"--ra_m={m}"])
+    x, cfg = sample_images(), mv.parse_config([f"--ra_m={m}"])
     tables = mv.augmentation_tables(cfg, 32, mv.MEAN_STD["cifar10"], torch.device("cpu"))
     ra = T.RandAugment(num_ops=1, magnitude=m)
     for row in range(28):
@@ -749,7 +749,7 @@ def test_augmentation_is_torchvisions_image_by_image(recipe):
     """augment() on a batch, three batch seeds, against torchvision's functions image by image on the same draws
     (reference_augment): flip, crop, RandAugment, jitter, normalise, erasing (zero and noise), Cutout, the same bits.
     The crop is torchvision's float path exactly (its path on CUDA) and its uint8 CPU kernel within one level."""
-    x = test_images(64)
+    x = sample_images(64)
     cfg = mv.parse_config(RECIPES[recipe] + ["--batch_size=64"])
     mean, std = mv.norm_stats(mv.MEAN_STD["cifar10"], "cpu")
     for seed in range(3):
@@ -767,7 +767,7 @@ def test_the_loader_feeds_each_batch_its_own_draws_and_labels():
     """TrainLoader over two epochs: batch i of an epoch is augment() of the images perm[i*B:(i+1)*B] with the draws
     of the i-th batch seed, both from the run's generator (order, then seeds), labels with their images; the
     generator and torch's own RNG are left as a reference run leaves them."""
-    x, y = test_images(200), torch.arange(200)
+    x, y = sample_images(200), torch.arange(200)
     cfg = mv.parse_config(["--batch_size=64"])
     gen, ref = torch.Generator().manual_seed(3), torch.Generator().manual_seed(3)
     loader = mv.TrainLoader(x, y, cfg, mv.MEAN_STD["cifar10"], torch.device("cpu"), gen)

@@ -25,7 +25,7 @@ def main():
     torch.set_num_threads(1)
     print(f"{mv.hardware(torch.device('cpu'))}; torchvision {torchvision.__version__}; {IMAGES:,} images (a quarter "
           f"low in contrast, three flat)")
-    x = tm.test_images(IMAGES)
+    x = tm.sample_images(IMAGES)
     print("\nRandAugment, each row of the tables (op, sign) on the whole batch against T.RandAugment's call per image:")
     print("| op | sign | m = 8: images differing | m = 12 | m = 27 | images changed by the op (m = 12) |")
     print("|---|---|---|---|---|---|")

@@ -405,6 +405,7 @@ MADE_BY = {  # folder: what made it, for the folders that hold no results.json o
     "cpu-eq13-step-size": "`eq13_step_size.py` of results/scripts/ at `b2db6e6` (its log)",
     "cpu-first-lines": "`capture.py` of results/scripts/ at `3c8c120` (its logs)", "cpu-first-lines-skeleton": "the same",
     "cpu-laptop-whole-step": "`python extras/bench_vit.py` at the laptop shapes (its log)",
+    "cpu-bench-laptop-batched": "`python extras/bench_vit.py` at the laptop shapes (its log)",
     "cpu-lm-benchmark-ptb-b2": "`python mimetic_lm.py --benchmark=True --batch_size=2` (an earlier program)",
     "cpu-vit-benchmark-tiny-b32": "`python mimetic_vit.py --benchmark=True --batch_size=32` (an earlier program)",
     "cpu-lm-benchmark-ptb-b2-fp32": "the same, `--precision=fp32`", "cpu-vit-benchmark-tiny-b32-fp32": "the same, fp32",

@@ -72,8 +72,8 @@ def augmentation_calls(cfg, seed=0, device=None):
 
 
 def loader_copies(cfg, batches=4):
-    """Host-to-device copies a batch of TrainLoader's epoch of `batches` batches on the meta device (the epoch's order
-    once, then the draws once a batch), and per epoch."""
+    """Host-to-device copies a batch of TrainLoader on the meta device, over an epoch of `batches` batches: its copies
+    less the one an epoch (the epoch's order), over the batches (the draws, once a batch)."""
     images = torch.zeros(batches * cfg.batch_size, 3, 32, 32, dtype=torch.uint8)
     loader = mv.TrainLoader(images, torch.zeros(len(images), dtype=torch.long), cfg, mv.MEAN_STD[cfg.dataset],
                             torch.device("meta"), torch.Generator().manual_seed(0))

@@ -68,8 +68,7 @@ ra_p = 1.0                # each RandAugment op applied with this probability (t
 jitter = 0.2              # ColorJitter(jitter, jitter, jitter), no hue (lines 20, 73)
 reprob = 0.2              # RandomErasing(p=reprob) after normalising (lines 17, 76)
 erase_fill = "zero"       # zero (train.py) | noise: N(0, 1) per pixel (timm's --remode pixel)
-cutout = 0                # Cutout square side in pixels (DeVries & Taylor 2017; v1: 16)
-ra_chunk = 1              # images sharing one draw of crop, RandAugment, jitter, erasing (v1: 8)
+cutout = 0                # Cutout square side in pixels (DeVries & Taylor 2017)
 # optimisation (Sec. 5.1: batch 512, AdamW, lr 3e-3, weight decay 0.01, 100 epochs)
 epochs = 100              # passes over the training set
 batch_size = 512          # images per step
@@ -77,12 +76,10 @@ lr = 3e-3                 # peak learning rate
 weight_decay = 0.01       # on weight matrices only, timm's rule (make_optimizer), unless decay_all
 decay_all = False         # True: on every parameter, as train.py line 102 (on the proxy: no better)
 adam_eps = 1e-8           # AdamW's eps: torch's default, as train.py line 102 (timm flags: 1e-3)
-schedule = "onecycle"     # onecycle: 0 -> lr at warmup_frac -> lr/20 at 80% -> 0, linear, set before every step
-                          # (lines 99-100, 114-115) | cosine: linear warmup, then cosine to 0 (v1)
-warmup_frac = 0.4         # fraction of the steps rising to the peak (train.py: 2E/5; v1: 0.05)
+warmup_frac = 0.4         # one-cycle: 0 -> lr at this fraction of the steps (train.py: 2E/5) -> lr/20 at 80% -> 0
 label_smoothing = 0.0     # of the training loss only (our choice: off, as train.py line 103)
-grad_clip = 0.0           # clip the global gradient norm to this; 0 = off (lines 28, 123; v1: 1)
-recipe = "authors100"     # authors100 (the lines above) | authors | timm | v1: keys each sets
+grad_clip = 0.0           # clip the global gradient norm to this; 0 = off (lines 28, 123)
+recipe = "authors100"     # authors100 (the lines above) | authors | timm: keys each sets
 RECIPES = {"authors100": {},
            # train.py's argparse defaults (lines 16-20), for its 25 epochs
            "authors": dict(crop_scale=0.75, ra_n=1, ra_m=8, jitter=0.1, reprob=0.25),
@@ -91,10 +88,7 @@ RECIPES = {"authors100": {},
            # --remode pixel, --opt-eps 1e-3, --clip-grad 1.0, smoothing 0.1; crop ratio 1 (train.py's), no mixup or
            # cutmix (the paper names neither). 100 epochs: both inits under authors100 (results/gpu-h*-e[12]-*)
            "timm": dict(ra_n=2, ra_m=27, ra_p=0.5, crop_scale=0.75, jitter=0.0, reprob=0.25, erase_fill="noise",
-                        label_smoothing=0.1, adam_eps=1e-3, grad_clip=1.0),
-           # this project's first choices, before it followed the authors' script
-           "v1": dict(schedule="cosine", warmup_frac=0.05, grad_clip=1.0, crop_scale=1.0, ra_n=2, ra_m=9, jitter=0.0,
-                      reprob=0.0, cutout=16, ra_chunk=8)}
+                        label_smoothing=0.1, adam_eps=1e-3, grad_clip=1.0)}
 # system
 seed = 0                  # the default init, the mimetic noise, the data order and augmentation
 device = ""               # "" = cuda if available, else mps if available, else cpu
@@ -460,32 +454,31 @@ def draw_augmentation(cfg, B, size, seed):
     seed (every device sees the same): what train.py's transforms (lines 69-77) draw per image, for all B at once,
     as augment() reads them: flip, Cutout's centre, crop (side, top, left), a RandAugment draw a layer (a row of the
     tables: 2 op + sign; 0 where RandomApply's coin, ra_p, says no), ColorJitter's three factors and order, the
-    erased box (top, left, height, width; 0 by 0: none), its noise. One draw for each ra_chunk images."""
-    g, n, area = torch.Generator().manual_seed(seed), -(-B // cfg.ra_chunk), size * size
+    erased box (top, left, height, width; 0 by 0: none), its noise."""
+    g, area = torch.Generator().manual_seed(seed), size * size
 
     def uniform(low, high, k):  # as T's torch.empty(1).uniform_(low, high), k of them a draw
-        return torch.empty(n, k).uniform_(low, high, generator=g)
+        return torch.empty(B, k).uniform_(low, high, generator=g)
 
     flip = (torch.rand(B, 1, generator=g) < 0.5) & cfg.hflip
     centre = torch.randint(size, (B, 2), generator=g)
     side = (area * uniform(cfg.crop_scale, 1.0, 1).double()).sqrt().round()  # RandomResizedCrop, ratio 1
-    corner = ((size + 1 - side) * torch.rand(n, 2, generator=g)).floor()
-    op = torch.randint(14, (n, cfg.ra_n), generator=g)
-    sign = torch.rand(n, cfg.ra_n, generator=g) <= 0.5
-    draw = torch.where(torch.rand(n, cfg.ra_n, generator=g) < cfg.ra_p, 2 * op + sign, 0)
+    corner = ((size + 1 - side) * torch.rand(B, 2, generator=g)).floor()
+    op = torch.randint(14, (B, cfg.ra_n), generator=g)
+    sign = torch.rand(B, cfg.ra_n, generator=g) <= 0.5
+    draw = torch.where(torch.rand(B, cfg.ra_n, generator=g) < cfg.ra_p, 2 * op + sign, 0)
     factors = uniform(max(0.0, 1.0 - cfg.jitter), 1.0 + cfg.jitter, 3)  # brightness, contrast, saturation
-    order = torch.rand(n, 3, generator=g).argsort(dim=1)  # fn_idx without hue (off)
+    order = torch.rand(B, 3, generator=g).argsort(dim=1)  # fn_idx without hue (off)
     # RandomErasing's scale (0.02, 0.33) and ratio (0.3, 3.3): its ten tries at once, the first that fits
     target, aspect = area * uniform(0.02, 0.33, 10).double(), uniform(math.log(0.3), math.log(3.3), 10).exp().double()
     h, w = (target * aspect).sqrt().round(), (target / aspect).sqrt().round()
     fits = (h < size) & (w < size)
     first = fits.int().argmax(dim=1, keepdim=True)
     sides = torch.cat([h.gather(1, first), w.gather(1, first)], dim=1)
-    erased = (torch.rand(n, 1, generator=g) < cfg.reprob) & fits.any(dim=1, keepdim=True)
-    box = torch.cat([((size + 1 - sides) * torch.rand(n, 2, generator=g)).floor(), sides * erased], dim=1)
-    noise = torch.randn(n, 3 * area if cfg.reprob > 0 and cfg.erase_fill == "noise" else 0, generator=g)
-    chunks = torch.cat([side, corner, draw, factors, order, box, noise], dim=1).repeat_interleave(cfg.ra_chunk, dim=0)
-    return torch.cat([flip, centre, chunks[:B]], dim=1).float()
+    erased = (torch.rand(B, 1, generator=g) < cfg.reprob) & fits.any(dim=1, keepdim=True)
+    box = torch.cat([((size + 1 - sides) * torch.rand(B, 2, generator=g)).floor(), sides * erased], dim=1)
+    noise = torch.randn(B, 3 * area if cfg.reprob > 0 and cfg.erase_fill == "noise" else 0, generator=g)
+    return torch.cat([flip, centre, side, corner, draw, factors, order, box, noise], dim=1).float()
 
 
 def augment(x, draws, tables, cfg):
@@ -630,19 +623,14 @@ def make_optimizer(model, lr, weight_decay, dev, decay_all=False, eps=1e-8):
 
 
 def get_lr(step, total_steps, cfg):
-    """The learning rate set before step `step` (0-based) of total_steps. onecycle: train.py's (lines 99-100)
+    """The learning rate set before step `step` (0-based) of total_steps, train.py's one-cycle (lines 99-100):
     np.interp(t, [0, 2E/5, 4E/5, E], [0, lr, lr/20, 0]), t = epochs done after this step, 2E/5 = warmup_frac * E."""
-    if cfg.schedule == "onecycle":
-        t = (step + 1) / total_steps
-        knots = [(0.0, 0.0), (cfg.warmup_frac, cfg.lr), (0.8, cfg.lr / 20), (1.0, 0.0)]
-        for (t0, lr0), (t1, lr1) in zip(knots, knots[1:]):
-            if t <= t1:
-                return lr0 + (lr1 - lr0) * (t - t0) / (t1 - t0)
-        return 0.0
-    warmup_steps = max(1, round(cfg.warmup_frac * total_steps))  # cosine (v1): warmup, then cosine
-    if step < warmup_steps:
-        return cfg.lr * (step + 1) / warmup_steps
-    return cfg.lr * 0.5 * (1 + math.cos(math.pi * (step - warmup_steps) / max(1, total_steps - warmup_steps)))
+    t = (step + 1) / total_steps  # in epochs / E
+    knots = [(0.0, 0.0), (cfg.warmup_frac, cfg.lr), (0.8, cfg.lr / 20), (1.0, 0.0)]
+    for (t0, lr0), (t1, lr1) in zip(knots, knots[1:]):
+        if t <= t1:
+            return lr0 + (lr1 - lr0) * (t - t0) / (t1 - t0)
+    return 0.0
 
 
 # -----------------------------------------------------------------------------
@@ -756,13 +744,14 @@ def main(argv=None):
 # tail: machinery the paper does not define (arguments, run folder, checkpoints, results, device, progress)
 CHOICES = {"init": INITS, "dataset": tuple(DATASETS), "pos_emb": ("sinusoidal", "learned", "sincos2d"),
            "recipe": tuple(RECIPES), "compile": ("auto", "true", "false", "graphs"), "vo_sign": (-1, 1),
-           "precision": ("auto", "bf16", "fp32"), "schedule": ("onecycle", "cosine"), "erase_fill": ("zero", "noise")}
-RANGES = {**dict.fromkeys(("width", "depth", "heads", "patch_size", "mlp_ratio", "ra_chunk", "epochs", "batch_size",
+           "precision": ("auto", "bf16", "fp32"), "erase_fill": ("zero", "noise")}
+RANGES = {**dict.fromkeys(("width", "depth", "heads", "patch_size", "mlp_ratio", "epochs", "batch_size",
                            "eval_batch_size", "log_interval"), (1, math.inf)), "ra_m": (0, 30), "ra_p": (0, 1),
           **dict.fromkeys(("alpha1", "beta1", "alpha2", "beta2", "crop_scale", "reprob", "label_smoothing"), (0, 1))}
 BOOLS = {"true": True, "1": True, "false": False, "0": False}
 RESUME_FREE = {"resume", "stop_epoch", "compile", "device", "eval_batch_size", "log_interval", "data_dir", "out_dir",
                "workers"}  # workers: retired worker processes (the batches never depended on them)
+RETIRED = {"ra_chunk": 1, "schedule": "onecycle"}  # keys gone since (git log -S), at the value today's code runs
 CHECKPOINT_S = 60  # at most this often, and after epoch 1, --stop_epoch, the last (our choice); resume replays since
 
 
@@ -786,8 +775,8 @@ def parse_config(argv):
             raise SystemExit(f"error: --{key}={value}: use one of {', '.join(map(str, CHOICES[key]))}")
         if key not in CHOICES and type(value) in (int, float) and not low <= value <= high:
             raise SystemExit(f"error: --{key}={value}: use a value in [{low}, {high}]")
-    if cfg.schedule == "onecycle" and not 0 < cfg.warmup_frac < 0.8:
-        raise SystemExit(f"error: --warmup_frac={cfg.warmup_frac}: the onecycle schedule rises to its peak before it "
+    if not 0 < cfg.warmup_frac < 0.8:
+        raise SystemExit(f"error: --warmup_frac={cfg.warmup_frac}: the one-cycle schedule rises to its peak before it "
                          f"falls at 0.8 of the run: use a value between 0 and 0.8")
     if cfg.width % cfg.heads:
         raise SystemExit(f"error: width {cfg.width} is not divisible by heads {cfg.heads}: change one of them")
@@ -827,8 +816,8 @@ def open_run(cfg):
     if "ckpt.pt" not in found:
         raise SystemExit(f"error: --resume=True but there is no checkpoint at {cfg.out_dir}/ckpt.pt: check --out_dir")
     ckpt = load_checkpoint(os.path.join(cfg.out_dir, "ckpt.pt"))
-    diff = [f"{k}={v!r} there, {getattr(cfg, k, None)!r} here" for k, v in ckpt["config"].items()
-            if k not in RESUME_FREE and v != getattr(cfg, k, None)]
+    diff = [f"{k}={v!r} there, {getattr(cfg, k, RETIRED.get(k))!r} here" for k, v in ckpt["config"].items()
+            if k not in RESUME_FREE and v != getattr(cfg, k, RETIRED.get(k))]
     if diff:
         raise SystemExit(f"error: checkpoint {cfg.out_dir}/ckpt.pt is from another config ({'; '.join(diff)}): pass "
                          f"the same settings to resume, or another --out_dir to start afresh")

@@ -706,9 +706,9 @@ def augment(x, cfg, seed=0):
     return mv.augment(x.clone(), draws, tables, cfg), draws
 
 
-RECIPES = {"authors100": [], "authors (crops)": ["--recipe=authors"], "v1 (chunks, Cutout)": ["--recipe=v1"],
-           "timm (coins, noise)": ["--recipe=timm"], "erasing, jitter, Cutout": ["--reprob=0.6", "--jitter=0.4",
-           "--cutout=12", "--crop_scale=0.5", "--ra_chunk=3"], "nothing": ["--hflip=False", "--ra_n=0", "--jitter=0",
+RECIPES = {"authors100": [], "authors (crops)": ["--recipe=authors"], "E8's words (Cutout)": ["--ra_m=14",
+           "--cutout=16", "--jitter=0", "--reprob=0"], "timm (coins, noise)": ["--recipe=timm"], "erasing, jitter, "
+           "Cutout": ["--reprob=0.6", "--jitter=0.4", "--cutout=12", "--crop_scale=0.5"], "nothing": ["--hflip=False", "--ra_n=0", "--jitter=0",
            "--reprob=0"]}
 
 
@@ -725,7 +725,7 @@ def test_randaugment_table_is_torchvisions():
 
 @pytest.mark.parametrize("m", [8, 9, 12, 14, 27])
 def test_each_randaugment_op_and_sign_is_torchvisions(m):
-    """Every row of the tables (each op, each sign) at the recipes' magnitudes (authors 8, v1 9, authors100 12, the
+    """Every row of the tables (each op, each sign) at the recipes' magnitudes (authors 8, 9, authors100 12, the
     paper's words in E8 14, timm 27), applied to a batch by randaugment_layer, is torchvision's call of that op on each
     image alone: the same bits. And each op but Identity changes many images (the test compares something)."""
     x, cfg = sample_images(), mv.parse_config([f"--ra_m={m}"])
@@ -783,20 +783,16 @@ def test_the_loader_feeds_each_batch_its_own_draws_and_labels():
     assert torch.equal(torch.get_rng_state(), torch.manual_seed(5).get_state())
 
 
-def test_each_image_its_own_draws_or_its_chunks():
-    """One image 64 times: each copy drawn afresh (train.py augments per image); with --ra_chunk=4, crop, RandAugment,
-    jitter and erasing drawn once per 4 (flip and Cutout stay per image). A seed gives the same batch, another seed
-    another. Every transform off: normalising alone."""
+def test_each_image_its_own_draws():
+    """One image 64 times: each copy drawn afresh (train.py augments per image), the flip and Cutout's centre too. A
+    seed gives the same batch, another seed another. Every transform off: normalising alone."""
     x = same_image()
-    for chunk in (1, 4):
-        cfg = mv.parse_config(["--recipe=authors", "--hflip=False", f"--ra_chunk={chunk}", "--reprob=0.5"])
-        got, draws = augment(x, cfg, seed=3)
-        per_chunk = got.view(64 // chunk, chunk, -1)
-        assert all(torch.equal(g[0], g[j]) for g in per_chunk for j in range(chunk))  # one draw within a chunk
-        assert len({tuple(g[0, :300].tolist()) for g in per_chunk}) > 64 // chunk - 2  # and a draw per chunk
-        assert torch.equal(augment(x, cfg, seed=3)[0], got) and not torch.equal(augment(x, cfg, seed=4)[0], got)
-    flips = columns(mv.draw_augmentation(mv.parse_config(["--ra_chunk=4"]), 64, 32, 0), mv.parse_config([]))["flip"]
-    assert flips.view(16, 4).std(dim=1).sum() > 0  # flips per image, not per chunk
+    cfg = mv.parse_config(["--recipe=authors", "--hflip=False", "--reprob=0.5"])
+    got, draws = augment(x, cfg, seed=3)
+    assert len({tuple(g[:300].tolist()) for g in got.flatten(1)}) > 62  # a draw per image
+    assert torch.equal(augment(x, cfg, seed=3)[0], got) and not torch.equal(augment(x, cfg, seed=4)[0], got)
+    c = columns(mv.draw_augmentation(mv.parse_config(["--cutout=8"]), 64, 32, 0), mv.parse_config([]))
+    assert 16 < c["flip"].sum() < 48 and len(set(map(tuple, c["centre"].tolist()))) > 48  # not one for all
     mean, std = mv.norm_stats(mv.MEAN_STD["cifar10"], "cpu")
     cfg = mv.parse_config(["--hflip=False", "--crop_scale=1", "--ra_n=0", "--jitter=0", "--reprob=0"])
     assert torch.equal(augment(x, cfg)[0], (x.float() / 255 - mean) / std)
@@ -877,7 +873,7 @@ def test_augment_makes_a_fixed_number_of_device_calls():
     on the meta device (a stand-in that holds no data), two batches with different draws make the same number of calls,
     pinned here per recipe, none of them with host data. The default recipe at the paper's batch, 512: at most 350."""
     bench = extra("bench_vit")
-    pinned = {"authors100": 312, "authors (crops)": 238, "v1 (chunks, Cutout)": 233, "timm (coins, noise)": 260,
+    pinned = {"authors100": 312, "authors (crops)": 238, "E8's words (Cutout)": 233, "timm (coins, noise)": 260,
               "erasing, jitter, Cutout": 358, "nothing": 11}
     for recipe, args in RECIPES.items():
         cfg = mv.parse_config(args + ["--batch_size=512"])
@@ -1034,17 +1030,7 @@ def test_onecycle_knots_are_fractions_of_the_run_not_floored_epochs():
     assert math.isclose(ours[55], cfg.lr / 20)  # t = 5.6 epochs: 0.8 of the run (train.py: 5)
 
 
-def test_cosine_schedule_of_recipe_v1():
-    cfg = mv.parse_config(["--recipe=v1"])
-    peak, total = 3e-3, 100  # warmup_frac 0.05: 5 steps
-    assert math.isclose(mv.get_lr(0, total, cfg), peak / 5)
-    assert math.isclose(mv.get_lr(4, total, cfg), peak)           # end of the linear warmup
-    assert math.isclose(mv.get_lr(5, total, cfg), peak)           # cosine starts at the peak
-    assert math.isclose(mv.get_lr(5 + 95 // 2, total, cfg), peak * 0.5 * (1 + math.cos(math.pi * 47 / 95)))
-    assert abs(mv.get_lr(total, total, cfg)) < 1e-12              # and ends at 0
-
-
-@pytest.mark.parametrize("recipe", ["authors", "v1"])
+@pytest.mark.parametrize("recipe", ["authors", "timm"])
 def test_the_rate_is_set_before_every_step(recipe, tmp_path, monkeypatch):
     write_cifar(tmp_path)
     real, seen = torch.optim.AdamW.step, []
@@ -1104,8 +1090,7 @@ def test_the_default_recipe_is_the_authors_100_epoch_setting():
     (--ra-n=2 --ra-m=12 --scale=1.0 --jitter=0.2 --reprob=0.2) in train.py's transforms and schedule; the earlier
     defaults, train.py's argparse values (lines 16-20), stay one key away as --recipe=authors."""
     cfg = vars(mv.parse_config([]))
-    want = dict(crop_scale=1.0, ra_n=2, ra_m=12, jitter=0.2, reprob=0.2, cutout=0, hflip=True, ra_chunk=1,
-                schedule="onecycle", warmup_frac=0.4, grad_clip=0.0, label_smoothing=0.0, lr=3e-3, weight_decay=0.01,
+    want = dict(crop_scale=1.0, ra_n=2, ra_m=12, jitter=0.2, reprob=0.2, cutout=0, hflip=True, warmup_frac=0.4, grad_clip=0.0, label_smoothing=0.0, lr=3e-3, weight_decay=0.01,
                 decay_all=False, batch_size=512, epochs=100, recipe="authors100", ra_p=1.0, erase_fill="zero",
                 adam_eps=1e-8, pos_emb="sinusoidal")
     assert {k: cfg[k] for k in want} == want
@@ -1124,17 +1109,18 @@ def test_recipe_timm_is_the_first_authors_flags_without_mixing():
                 label_smoothing=0.1, adam_eps=1e-3, grad_clip=1.0, recipe="timm")
     assert {k: timm[k] for k in want} == want
     assert {k for k in timm if timm[k] != today[k]} == set(want) - {"ra_n"}  # two ops today too
-    assert timm["schedule"] == "onecycle" and timm["lr"] == 3e-3 and timm["weight_decay"] == 0.01
+    assert timm["warmup_frac"] == 0.4 and timm["lr"] == 3e-3 and timm["weight_decay"] == 0.01
 
 
-def test_recipe_v1_fills_only_keys_not_given():
-    v1 = vars(mv.parse_config(["--recipe=v1", "--ra_n=3"]))
-    assert {k: v1[k] for k in mv.RECIPES["v1"] if k != "ra_n"} == {k: v for k, v in mv.RECIPES["v1"].items() if k != "ra_n"}
-    assert v1["ra_n"] == 3 and v1["recipe"] == "v1"
+def test_a_recipe_fills_only_keys_not_given():
+    timm = vars(mv.parse_config(["--recipe=timm", "--ra_m=9"]))
+    assert {k: timm[k] for k in mv.RECIPES["timm"] if k != "ra_m"} == {k: v for k, v in mv.RECIPES["timm"].items() if k != "ra_m"}
+    assert timm["ra_m"] == 9 and timm["recipe"] == "timm"
     assert vars(mv.parse_config(["--recipe=authors100"])) == vars(mv.parse_config([]))
-    with pytest.raises(SystemExit, match=r"^error: --warmup_frac=0.9: the onecycle schedule"):
+    with pytest.raises(SystemExit, match=r"^error: --warmup_frac=0.9: the one-cycle schedule"):
         mv.parse_config(["--warmup_frac=0.9"])
-    assert mv.parse_config(["--recipe=v1", "--warmup_frac=0.9"]).warmup_frac == 0.9  # cosine takes any fraction
+    with pytest.raises(SystemExit, match=r"^error: --recipe=v1: use one of authors100, authors, timm$"):
+        mv.parse_config(["--recipe=v1"])  # gone since 2026-11-29: its runs name their commit
 
 
 def test_cli_end_to_end(tmp_path):
@@ -1186,6 +1172,20 @@ def test_resume_equals_uninterrupted(tmp_path):
     with pytest.raises(SystemExit, match="error: --resume=True but there is no checkpoint at"):
         mv.main(common + [f"--out_dir={tmp_path / 'none'}", "--resume=True"])
     assert not (tmp_path / "none").exists()  # before any work: no folder made
+
+
+def test_a_checkpoint_from_before_a_key_retired_resumes_at_the_value_today_runs(tmp_path):
+    """A checkpoint whose config holds a retired key (mv.RETIRED) at the value today's code runs resumes; at another
+    value (recipe v1's chunks, its cosine schedule) it is refused, naming the key."""
+    cfg = mv.parse_config([f"--out_dir={tmp_path}", "--resume=True"])
+    for retired, refused in (({"ra_chunk": 1, "schedule": "onecycle"}, None), ({"ra_chunk": 8}, "ra_chunk=8 there, 1"),
+                             ({"schedule": "cosine"}, "schedule='cosine' there, 'onecycle'")):
+        torch.save({"config": {**vars(cfg), **retired}}, tmp_path / "ckpt.pt")
+        if refused is None:
+            assert mv.open_run(cfg)["config"]["ra_chunk"] == 1
+            continue
+        with pytest.raises(SystemExit, match=rf"^error: checkpoint .* from another config \({refused} here\)"):
+            mv.open_run(cfg)
 
 
 def test_nan_stops_and_keeps_last_good_checkpoint(tmp_path, monkeypatch):
@@ -2036,16 +2036,14 @@ def recorded_runs():
 RETIRED_OFF = {"plot": False, "benchmark": False, "prompt": "", "temperature": 1.0, "sample": 0}
 
 
-# what a run recorded before a key existed ran, as today's flag: recipe v1 (before the recipe issue); RandAugment
-# per image (before 7b773af it was batched by hand from torchvision's ops, per image: the law of --ra_chunk=1);
-# no resize; no SmallInitEmb; no label smoothing; decay on matrices only; the precision the record names (auto once
+# what a run recorded before a key existed ran, as today's flag: no resize; no SmallInitEmb; no label smoothing; decay on matrices only; the precision the record names (auto once
 # chose bf16 on CPUs with native bf16), or fp32 where it names none (the first runs, before the precision key, ran fp32)
 # keys renamed since a record was made, as today's flag with the same meaning: the LM's warmup_steps (-1 = 5% of the
 # run) became warmup_frac, a fraction of the run's steps, as the ViT's
 RENAMED = {"warmup_steps": lambda v, total: ("warmup_frac", 0.05 if v == -1 else v / total)}
 
 
-BEFORE_THE_KEY = {"recipe": lambda res: "v1", "ra_chunk": lambda res: 1, "image_size": lambda res: 0,
+BEFORE_THE_KEY = {"image_size": lambda res: 0,
                   "small_emb": lambda res: False, "label_smoothing": lambda res: 0.0, "decay_all": lambda res: False,
                   "ra_p": lambda res: 1.0, "erase_fill": lambda res: "zero", "adam_eps": lambda res: 1e-8,
                   "precision": lambda res: res.get("precision", "fp32").split()[0]}
@@ -2053,9 +2051,10 @@ BEFORE_THE_KEY = {"recipe": lambda res: "v1", "ra_chunk": lambda res: 1, "image_
 
 def test_every_recorded_config_parses_back_to_itself():
     """Every recorded run's config, fed back as explicit --key=value flags (with BEFORE_THE_KEY's flags for the keys
-    it predates), gives back the same config through today's parser, so no recorded run loses its meaning; a
-    recipe key a record lacks takes recipe v1's value (a README command of an older table carries --recipe=v1)."""
-    runs, moved = list(recorded_runs()), []
+    it predates), gives back the same config through today's parser, so no recorded run loses its meaning; but the
+    runs of recipe v1 (every ViT run before the recipe key), its cosine schedule or its chunks, removed at 2026-11-29:
+    records of their commit. A key retired since (mv.RETIRED) holds the value today's code runs."""
+    runs, moved, v1 = list(recorded_runs()), [], []
     assert all(sum(p == prog for p, _, _ in runs) >= 20 for prog in ("mimetic_vit.py", "mimetic_lm.py", "extras/compare.py"))
     parse = {"mimetic_vit.py": mv.parse_config, "mimetic_lm.py": lm.parse_config, "extras/compare.py": extra("compare").parse}
     for prog, path, res in runs:
@@ -2068,6 +2067,11 @@ def test_every_recorded_config_parses_back_to_itself():
         # never depended on them (the bit-for-bit test: TrainLoader's batches are the workers' augmentation)
         if isinstance(config.get("compile"), bool):  # compile was a bool before "auto" joined true and false
             config["compile"] = str(config["compile"]).lower()
+        if prog != "mimetic_lm.py" and (config.get("recipe", "v1") == "v1" or any(
+                config.get(k, v) != v for k, v in mv.RETIRED.items())):
+            v1.append(path)
+            continue
+        assert all(config.pop(k, v) == v for k, v in mv.RETIRED.items()), path
         for old in RENAMED.keys() & config.keys():  # the same warmup: as many steps as the record's run took
             n = config["train_subset"] or res["dataset_sizes"]["train"]
             total = (n - 1 - config["seq_len"]) // config["seq_len"] // config["batch_size"] * config["epochs"]
@@ -2079,10 +2083,9 @@ def test_every_recorded_config_parses_back_to_itself():
         older = {k: f(res) for k, f in BEFORE_THE_KEY.items() if k in keys and k not in config}
         parsed = vars(parse[prog]([f"--{k}={v}" for k, v in {**config, **older}.items()]))
         assert {k: parsed[k] for k in config} == config, path
-        filled = set(parsed) - set(config) - set(older)
-        assert not filled or (older.get("recipe") == "v1" and filled <= set(mv.RECIPES["v1"])), path
-        assert all(parsed[k] == mv.RECIPES["v1"][k] for k in filled), path
+        assert set(parsed) == set(config) | set(older), path
     assert len(moved) == 4  # the three random-basis LM runs and the synthetic Tiny ImageNet run
+    assert len(v1) == 141  # no new run can be one
 
 
 # ==================================================================================================
@@ -2274,12 +2277,12 @@ def test_vit_trains_on_a_stand_in_device(tmp_path, monkeypatch):
     assert len(steps) == 8 and steps == [1] * 8, steps  # 10 steps an epoch, a line every 2: 4 gaps an epoch
 
 
-@pytest.mark.parametrize("recipe", ["timm", "v1"])
+@pytest.mark.parametrize("recipe", ["--recipe=timm", "--cutout=16"])
 def test_vit_augments_every_recipe_on_a_stand_in_device(recipe, tmp_path, monkeypatch):
     """TrainLoader's device path for what the default recipe leaves out (crops, RandomApply's coins, noise-filled
-    erasing; Cutout and chunks): no CPU tensor in device work, and no host read between two log lines but theirs."""
+    erasing; Cutout): no CPU tensor in device work, and no host read between two log lines but theirs."""
     write_cifar(tmp_path)
-    args = TINY + ["--epochs=1", "--device=meta", "--log_interval=2", f"--recipe={recipe}", f"--data_dir={tmp_path}",
+    args = TINY + ["--epochs=1", "--device=meta", "--log_interval=2", recipe, f"--data_dir={tmp_path}",
                    f"--out_dir={tmp_path / 'run'}"]
     with StandIn(monkeypatch, watch=[mv]) as meta:
         assert mv.main(args)["epochs_done"] == 1
@@ -2643,9 +2646,9 @@ def test_progress_terminal_line_in_place_only_on_a_terminal(program, monkeypatch
 # the repository: sizes that hold themselves
 
 # Each budget in one place (git log -p holds how each moved). The ViT's stands above the 870 lines / 53,000 characters
-# the batched-augmentation issue asked for: meeting them would drop behaviour (recipe v1 and its chunks: 14 lines only);
-# the scripts' 1,540 (results_readme.py 555): the headline's runner and row, the new augmentation's mutants and folders.
-BUDGETS = {"mimetic_vit.py": {"lines": 959, "characters": 59_010, "lines over 100 columns": 207},
+# the batched-augmentation issue asked for (recipe v1 gone, 11 lines): the rest is behaviour (README, "Choices").
+# The scripts' 1,540 (results_readme.py 555): the headline's runner and row, the new augmentation's mutants and folders.
+BUDGETS = {"mimetic_vit.py": {"lines": 948, "characters": 58_020, "lines over 100 columns": 204},
            "mimetic_lm.py": {"lines": 860, "characters": 52_000, "lines over 100 columns": 211},
            "results/scripts/": {"lines": 1_540},
            "results/scripts/results_readme.py": {"lines": 555}}

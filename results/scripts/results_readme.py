@@ -366,7 +366,7 @@ CHECKS = [  # (results folder, what it checked); each run's command is in its re
     ("results/cpu-cifar10jpeg-table7-p8-i64-w64d2h2-2k-e1-mimetic", "Table 7's resize trains (one epoch)"),
     ("results/cpu-tinyimagenet-synthetic-p4-w64d2h2-e1-mimetic",
      "the Tiny ImageNet reader on a synthetic folder (`make_synthetic_folder.py` of results/scripts/ at `36726b4`), chance 0.5%"),
-    ("results/cpu-smoke-vit", "the vision program's smoke run"),
+    ("results/cpu-smoke-vit-authors100", "the vision program's smoke run"), ("results/cpu-smoke-vit", "the same, recipe v1"),
     ("results/cpu-smoke-lm", "the language program's smoke run"),
 ]
 
@@ -394,7 +394,7 @@ MADE_BY = {  # folder: what made it, for the folders that hold no results.json o
     "cpu-skeleton-bit-identity": f"{PAIR} (its log)", "seeded-weights": "`snapshot.py` (its log)",
     "cpu-broken-files": "`broken_files.sh` of results/scripts/ at `36726b4`",
     "cpu-bit-identity-08556b4-28c0304": "`python results/scripts/bit_identity.py` on two checkouts (its log)",
-    "cpu-bit-identity-b765bdb-54b8528": "`python results/scripts/bit_identity.py` on two checkouts (its log)",
+    "cpu-bit-identity-b765bdb-54b8528": "the same", "cpu-bit-identity-58792e9-89b313d": "the same",
     "cpu-loader-speed": "`python results/scripts/loader_speed.py` (its log)", "cpu-loader-speed-batched": "the same",
     "cpu-loader-draws-ahead": "its logs' scripts",
     "cpu-loader-device-calls": "`python extras/bench_vit.py` on two checkouts, then a draws-only script (its log)",
@@ -431,11 +431,12 @@ def runs_of(folder):
 
 
 def recipe_flags(tokens, config):
-    """Today's flags for the recipe a ViT run trained with, where its command does not name one: the recipe its config
-    records, or v1 (runs before the recipe key), with --ra_chunk=1 for runs before 7b773af (RandAugment per image)."""
+    """The flags for the recipe a ViT run trained with, where its command does not name one: the recipe its config
+    records, or v1 (runs before the recipe key), with --ra_chunk=1 for v1 runs before 7b773af (RandAugment per image)."""
     if tokens[1] not in ("mimetic_vit.py", "extras/compare.py") or any(t.startswith("--recipe=") for t in tokens):
         return []
-    return [f"--recipe={config.get('recipe', 'v1')}"] + ([] if "ra_chunk" in config else ["--ra_chunk=1"])
+    recipe = config.get("recipe", "v1")
+    return [f"--recipe={recipe}"] + ([] if "ra_chunk" in config or recipe != "v1" else ["--ra_chunk=1"])
 
 
 def command_template(paths):
@@ -496,10 +497,9 @@ BLOCKS = {
     "recipe-d12": recipe_d12, "recipe-seed0": recipe_seed0, "recipe-laptop": recipe_laptop, "checks": checks,
     "table1-earlier": table1_earlier, "e16-leads": e16_leads, "d12-seed0": d12_seed0, "attention": attention,
     "small-emb": small_emb, "word-valid": word_valid, "gpu-recipes": gpu_recipes, "gpu-lead": gpu_lead,
-    "gpu-lead-100": lambda: gpu_lead(GPU4), "gpu-stall": gpu_stall, "screen": screen,
+    "gpu-lead-100": lambda: gpu_lead(GPU4), "gpu-stall": gpu_stall, "screen": screen, "gpu-eval": gpu_eval,
     "jpeg-cost": jpeg_cost, "benchmarks": benchmarks, "versus": versus, "precision": precision, "older-vit": older_vit,
-    "gpu-eval": gpu_eval, "proxy-seeds": proxy_seeds,
-}
+    "proxy-seeds": proxy_seeds}
 TEXT_BLOCKS = {"contents": contents, "index": index}  # blocks computed from the rest of the file
 
 

@@ -393,8 +393,8 @@ def impulse_proxy(seeds=range(3)):
 
 
 def level_cpu(seeds=range(3)):
-    """The level issue's CPU runs, each beside today's default on the same seeds; the last two beside the default rerun
-    on their machine, in one session (runs differ across machines: results/cpu-laptop-rerun-1f01035)."""
+    """The CPU runs on the gap to the paper, each beside today's default on the same seeds; the last two beside the
+    default rerun on their machine, in one session (runs differ across machines: results/cpu-laptop-rerun-1f01035)."""
     rows = []
     for label, runs, today in (("`--recipe=timm`, the laptop recipe", f"{E}-e2-timm", f"{E}-e2-authors100"),
                                ("`--adam_eps=1e-3`, depth 12, 4 epochs", f"{D12}-eps1e-3", f"{D12}-authors100"),

@@ -171,7 +171,7 @@ def word_valid():
 
 GPU1, GPU3 = lt.GPU1, "results/gpu-h100-table1-authors-partial"  # Table 1's pair: recipe v1 (H200), authors' (H100)
 GPU4 = "results/gpu-h200-table1-authors100-partial"  # Table 1's pair on the default recipe (authors100), H200
-GPU_E1, GPU_E2 = "results/gpu-h100-e1-timm-default", "results/gpu-h200-e2-timm-mimetic"  # --recipe=timm (the level issue)
+GPU_E1, GPU_E2 = "results/gpu-h100-e1-timm-default", "results/gpu-h200-e2-timm-mimetic"  # --recipe=timm (E1, E2)
 GPU_EPOCHS = (10, 20, 40, 49)
 
 

@@ -422,7 +422,7 @@ def augmentation_tables(cfg, size, mean_std, dev):
     """What augment() looks up, made once on the CPU (so every device sees the same), then moved to dev. Per
     RandAugment draw (op, sign: 28 rows, row 0 the identity): where each pixel comes from (its number 1..size^2 after
     the geometric op, on an image of the numbers; 0: outside, filled with 0) as an index and a mask, the setting of each
-    batched op (neutral where the draw is another op). Per crop side, the resize's weights; the blur; mean and std."""
+    batched op (neutral where the draw is another op). Per crop side, the resize's weights; mean and std."""
     numbers = torch.arange(1, size * size + 1, dtype=torch.float32).view(1, 1, size, size)
     sources, settings = [], []
     for op, m, signed in randaugment_ops(cfg.ra_m, size):
@@ -441,12 +441,11 @@ def augmentation_tables(cfg, size, mean_std, dev):
     for s in range(1, size + 1):  # (s, 1, 1, s): s images of one row, the identity's
         resized = F.interpolate(torch.eye(s)[:, None, None], size=(1, size), mode="bilinear", antialias=True)
         weights[s, :, size:size + s] = resized[:, 0, 0].T
-    blur = torch.tensor([[1.0, 1.0, 1.0], [1.0, 5.0, 1.0], [1.0, 1.0, 1.0]], dtype=torch.float64).div(13).float()
     mean, std = norm_stats(mean_std, dev)
     sources = torch.cat(sources).view(-1, size * size).long()
     return {"index": (sources - 1).clamp(min=0).to(dev), "inside": (sources > 0).to(torch.uint8).to(dev),
             "settings": torch.tensor(settings, dtype=torch.float32).to(dev), "crop": weights.to(dev),
-            "blur": blur.expand(3, 1, 3, 3).to(dev), "mean": mean, "std": std}
+            "mean": mean, "std": std}
 
 
 def draw_augmentation(cfg, B, size, seed):
@@ -530,7 +529,7 @@ def randaugment_layer(x, draw, tables):
     x = x.flatten(2).gather(2, index).mul_(tables["inside"][draw][:, None]).view_as(x)  # 0 from outside the image
     fn, r, rest, alpha, bits, threshold, auto, equal = tables["settings"][draw].view(len(x), -1, 1, 1, 1).unbind(1)
     x = blend(x, fn.long(), r, rest)                                              # Brightness, Contrast, Color
-    x = sharpen(x, alpha, tables["blur"])                                         # Sharpness
+    x = sharpen(x, alpha)                                                         # Sharpness
     x = x & bits.to(torch.uint8)                                                  # Posterize
     x = torch.where(x >= threshold, 255 - x, x)                                   # Solarize
     x = torch.where(auto > 0, T.functional.autocontrast(x), x)                    # AutoContrast
@@ -547,13 +546,15 @@ def blend(x, fn, r, rest):
     return x.mul(r).addcmul_(other, rest).clamp_(0, 255).to(torch.uint8)
 
 
-def sharpen(x, alpha, blur):
-    """adjust_sharpness per image: each inner pixel plus alpha (1 - factor) times (its rounded blur - itself). Its
-    add_(alpha=) fuses the multiply-add, ours rounds the product first: the same uint8 on all of 48.7M values at
-    every magnitude and sign (results/cpu-augment-exactness), as truncation hides the last bit."""
+def sharpen(x, alpha):
+    """adjust_sharpness per image: each inner pixel plus alpha (1 - factor) times (its rounded blur - itself), the blur
+    [[1, 1, 1], [1, 5, 1], [1, 1, 1]] / 13 as an exact sum of integers over 13, never halfway between two: the uint8
+    of torchvision's conv2d and fused add_ (results/cpu-sharpen-speed; a CPU's oneDNN conv2d was the slower)."""
     y = x.float()
     inner = y[..., 1:-1, 1:-1]
-    inner.addcmul_(F.conv2d(y, blur, groups=3).round_().sub_(inner), alpha)
+    rows = y[..., :-2, :] + y[..., 1:-1, :] + y[..., 2:, :]  # each pixel's sum over 3 rows, then over 3 columns:
+    blur = (rows[..., :-2] + rows[..., 1:-1] + rows[..., 2:]).add_(inner, alpha=4).div_(13).round_()
+    inner.addcmul_(blur.sub_(inner), alpha)
     return y.clamp_(0, 255).to(torch.uint8)
 
 

@@ -2,9 +2,8 @@
 augmentation, interleaved in one process: TrainLoader at c8f44f0 (torchvision's per-image draws replayed in Python,
 applied per group of images) against today's (draw_augmentation, augment), each feeding the same model step
 (forward, backward, AdamW), in rounds of 20 steps after 3 warm-up steps; and each loader alone (the augmentation's
-ms a batch). From the repository root, with CIFAR-10 in data/ (any copy), one thread:
-    python results/scripts/loader_speed.py > results/cpu-loader-speed-batched/log.txt
-(cpu-loader-speed/ and cpu-loader-speed-ce49cac/: this script's earlier versions, at e31974f and ce49cac.)"""
+ms a batch). Earlier versions: cpu-loader-speed/, -ce49cac/ (at e31974f, ce49cac). From the repository root, one thread:
+    python results/scripts/loader_speed.py > results/cpu-loader-speed-batched/log.txt   # CIFAR-10 in data/, any copy"""
 import importlib.util
 import os
 import subprocess
@@ -41,7 +40,8 @@ def main():
     amp = mv.nullcontext()
 
     def endless(program):
-        loader = program.TrainLoader(x, y, cfg, mv.MEAN_STD["cifar10"], dev, torch.Generator().manual_seed(0))
+        loader = program.TrainLoader(x, y, program.parse_config(LAPTOP), mv.MEAN_STD["cifar10"], dev,
+                                     torch.Generator().manual_seed(0))  # each program's config: keys come and go
         while True:
             yield from loader
 

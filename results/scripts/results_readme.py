@@ -396,7 +396,7 @@ MADE_BY = {  # folder: what made it, for the folders that hold no results.json o
     "cpu-bit-identity-08556b4-28c0304": "`python results/scripts/bit_identity.py` on two checkouts (its log)",
     "cpu-bit-identity-b765bdb-54b8528": "the same", "cpu-bit-identity-58792e9-89b313d": "the same",
     "cpu-loader-speed": "`python results/scripts/loader_speed.py` (its log)", "cpu-loader-speed-batched": "the same",
-    "cpu-loader-draws-ahead": "its logs' scripts",
+    "cpu-loader-draws-ahead": "its logs' scripts", "cpu-sharpen-speed": "its script; `loader_speed.py` (its logs)",
     "cpu-loader-device-calls": "`python extras/bench_vit.py` on two checkouts, then a draws-only script (its log)",
     "cpu-mutation-check": "`python results/scripts/mutation_check.py`", "cpu-mutation-check-batched": "the same, later",
     "cpu-augment-exactness": "its scripts, `augment_exactness.py` and `draw_statistics.py` (their logs)",

@@ -104,7 +104,6 @@ config_keys = [k for k, v in globals().items() if not k.startswith("_") and isin
 # -----------------------------------------------------------------------------
 # model
 
-
 @dataclass
 class ViTConfig:
     image_size: int = 32
@@ -443,7 +442,7 @@ def augmentation_tables(cfg, size, mean_std, dev):
         weights[s, :, size:size + s] = resized[:, 0, 0].T
     mean, std = norm_stats(mean_std, dev)
     sources = torch.cat(sources).view(-1, size * size).long()
-    return {"index": (sources - 1).clamp(min=0).to(dev), "inside": (sources > 0).to(torch.uint8).to(dev),
+    return {"index": (sources - 1).clamp(min=0).to(dev), "inside": (sources > 0).to(dev, torch.uint8),
             "settings": torch.tensor(settings, dtype=torch.float32).to(dev), "crop": weights.to(dev),
             "mean": mean, "std": std}
 
@@ -481,8 +480,8 @@ def draw_augmentation(cfg, B, size, seed):
 
 
 def augment(x, draws, tables, cfg):
-    """uint8 images (B, 3, H, W) on the device and their draws there -> normalised float: train.py's transforms in its
-    order (flip first, Cutout last), each for the whole batch in a fixed number of torch calls, whatever was drawn."""
+    """uint8 images (B, 3, H, W) on the device and their draws there -> normalised float: train.py's transforms, flip
+    first and Cutout last, each for the whole batch in a fixed number of torch calls, whatever was drawn."""
     B, _, H, W = x.shape
     sizes = [1, 2, 3, cfg.ra_n, 3, 3, 4]  # draw_augmentation's columns, then the noise's
     flip, centre, crop, ops, factors, order, box, noise = draws.split(sizes + [draws.shape[1] - sum(sizes)], dim=1)
@@ -493,8 +492,8 @@ def augment(x, draws, tables, cfg):
         x = randaugment_layer(x, ops[:, layer].long(), tables)
     for k in range(3 if cfg.jitter > 0 else 0):  # ColorJitter: the k-th of its blends, in each image's order
         fn = order[:, k:k + 1].long()
-        r = factors.gather(1, fn)
-        x = blend(x, fn.view(B, 1, 1, 1), r.view(B, 1, 1, 1), (1 - r.double()).float().view(B, 1, 1, 1))
+        r = factors.gather(1, fn).view(B, 1, 1, 1)
+        x = blend(x, fn.view(B, 1, 1, 1), r, (1 - r.double()).float())
     x = (x.float() / 255.0 - tables["mean"]) / tables["std"]
     if cfg.reprob > 0:
         fill = 0.0 if cfg.erase_fill == "zero" else noise.view(B, 3, H, W)

@@ -788,7 +788,7 @@ def test_each_image_its_own_draws():
     seed gives the same batch, another seed another. Every transform off: normalising alone."""
     x = same_image()
     cfg = mv.parse_config(["--recipe=authors", "--hflip=False", "--reprob=0.5"])
-    got, draws = augment(x, cfg, seed=3)
+    got = augment(x, cfg, seed=3)[0]
     assert len({tuple(g[:300].tolist()) for g in got.flatten(1)}) > 62  # a draw per image
     assert torch.equal(augment(x, cfg, seed=3)[0], got) and not torch.equal(augment(x, cfg, seed=4)[0], got)
     c = columns(mv.draw_augmentation(mv.parse_config(["--cutout=8"]), 64, 32, 0), mv.parse_config([]))
@@ -873,8 +873,8 @@ def test_augment_makes_a_fixed_number_of_device_calls():
     on the meta device (a stand-in that holds no data), two batches with different draws make the same number of calls,
     pinned here per recipe, none of them with host data. The default recipe at the paper's batch, 512: at most 350."""
     bench = extra("bench_vit")
-    pinned = {"authors100": 331, "authors (crops)": 246, "E8's words (Cutout)": 255, "timm (coins, noise)": 282,
-              "erasing, jitter, Cutout": 377, "nothing": 11}
+    pinned = {"authors100": 319, "authors (crops)": 240, "E8's words (Cutout)": 243, "timm (coins, noise)": 270,
+              "erasing, jitter, Cutout": 365, "nothing": 11}
     for recipe, args in RECIPES.items():
         cfg = mv.parse_config(args + ["--batch_size=512"])
         counts = {bench.augmentation_calls(cfg, seed=seed) for seed in (0, 1)}
@@ -2648,7 +2648,7 @@ def test_progress_terminal_line_in_place_only_on_a_terminal(program, monkeypatch
 # Each budget in one place (git log -p holds how each moved). The ViT's stands above the 870 lines / 53,000 characters
 # the batched-augmentation issue asked for (recipe v1 gone, 11 lines; a helper's trim pass, 1): the rest is
 # behaviour (README, "Choices"). results/scripts/ 1,540 (results_readme.py 555): the headline's runner and row.
-BUDGETS = {"mimetic_vit.py": {"lines": 948, "characters": 58_030, "lines over 100 columns": 204},
+BUDGETS = {"mimetic_vit.py": {"lines": 948, "characters": 57_980, "lines over 100 columns": 204},
            "mimetic_lm.py": {"lines": 860, "characters": 52_000, "lines over 100 columns": 211},
            "results/scripts/": {"lines": 1_540},
            "results/scripts/results_readme.py": {"lines": 555}}

@@ -147,12 +147,11 @@ def test_extras_bench_lm_prints_one_line(capsys):
 def test_augmentation_device_work_does_not_grow_with_the_batch():
     """mimetic_vit.augment issues the same calls whatever the batch holds: doubling the batch (every image cropped,
     erased with noise and jittered) adds no call and no copy (bench_vit's count). The loader before it made a call per
-    crop size, per (op, magnitude) and per jitter order: 500-900 calls a batch, more as the batch grew (the default
-    recipe's bound, 350 a batch of 512: test_augment_makes_a_fixed_number_of_device_calls)."""
+    crop size, per (op, magnitude) and per jitter order: 500-900 calls a batch, more as the batch grew."""
     flags = ["--reprob=1", "--jitter=0.4", "--erase_fill=noise", "--crop_scale=0.75"]
     (calls, copies), (calls2, copies2) = (bench_vit.augmentation_calls(mv.parse_config(flags + [f"--batch_size={b}"]))
                                           for b in (256, 512))
-    assert calls == calls2 < 500 and copies == copies2 == 0, (calls, calls2, copies, copies2)
+    assert calls == calls2 < 350 and copies == copies2 == 0, (calls, calls2, copies, copies2)
 
 
 def test_extras_bench_vit_line_and_flops(capsys, monkeypatch):

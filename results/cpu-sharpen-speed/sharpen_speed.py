@@ -1,5 +1,5 @@
-"""Sharpness' blur as a sum (mimetic_vit.sharpen since this folder) against conv2d (before, at 8f8c065), on this CPU:
-    python results/cpu-sharpen-speed/sharpen_speed.py > results/cpu-sharpen-speed/log.txt   # repository root, CIFAR in data/
+"""Sharpness' blur as a sum (mimetic_vit.sharpen since b6e4bcd; unfold's since) against conv2d (at 8f8c065), this CPU:
+    python results/cpu-sharpen-speed/sharpen_speed.py > results/cpu-sharpen-speed/log.txt   # CIFAR-10 in data/
 1. the same bits: sharpen against T.functional.adjust_sharpness at every magnitude 0-30, both signs; and why it
    must be: the blur is S / 13 with S an integer in [0, 3315], never halfway between two integers;
 2. the blur alone, (128, 3, 32, 32) float32, one thread: conv2d (oneDNN) on a fresh tensor against the two-pass sum,
@@ -30,9 +30,7 @@ kernel = kernel.expand(3, 1, 3, 3)
 def conv():
     return F.conv2d(y.clone(), kernel, groups=3)
 def summed():
-    z = y.clone()
-    rows = z[..., :-2, :] + z[..., 1:-1, :] + z[..., 2:, :]
-    return rows[..., :-2] + rows[..., 1:-1] + rows[..., 2:]
+    return y.clone().unfold(2, 3, 1).sum(-1).unfold(3, 3, 1).sum(-1)
 f = conv if sys.argv[1] == "conv2d" else summed
 for _ in range(3):
     f()
@@ -71,7 +69,7 @@ def main():
     margin = ((S / 13) % 1 - 0.5).abs().min().item()
     print(f"1. sharpen against adjust_sharpness, every magnitude 0-30, both signs, 256 images each: {differ} of "
           f"{values:,} values differ; S / 13 for every S in [0, 3315] lies at least {margin:.4f} (1/26) from halfway")
-    times = {"conv2d": [], "two-pass sum": []}
+    times = {"conv2d": [], "two-pass sum (unfold)": []}
     for _ in range(6):
         for name in times:
             out = subprocess.run([sys.executable, "-c", BLUR, name], capture_output=True, text=True, check=True).stdout
